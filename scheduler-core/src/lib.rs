@@ -1,0 +1,17 @@
+//! takt's pure core.
+//!
+//! This crate holds what the scheduler *decides*, never what it *does*: schedule models and the
+//! next-fire engine today, the run state machine and policies as they arrive. It performs no
+//! I/O, reads no clock (every function that needs "now" takes it as an argument), starts no
+//! threads and knows nothing of tokio or SQL. That is what lets the host test an hour of
+//! scheduling in milliseconds and lets every backend share one set of rules.
+//!
+//! Entry points: [`schedule::Schedule`] (a rule plus an IANA zone plus a DST policy) and its
+//! [`schedule::Schedule::next_after`].
+
+#![forbid(unsafe_code)]
+
+pub mod civil;
+pub mod schedule;
+
+pub use jiff::Timestamp;
