@@ -1,0 +1,285 @@
+//! `testing`: a plugin of deliberately awkward handlers for takt's host tests.
+//!
+//! Not an example to copy: these handlers panic, ignore cancellation, flood the run log and
+//! fail on request, so that the host's isolation, timeout, log-capping and error-recording
+//! paths can be exercised against a real `cdylib`. Build with
+//! `cargo build -p takt-plugin-testing`; the library is
+//! `target/<profile>/libtakt_plugin_testing.so`.
+//!
+//! | handler    | params                                   | result / behaviour                          |
+//! |------------|------------------------------------------|---------------------------------------------|
+//! | `panic`    | `{ "message" }`                          | panics with the message                     |
+//! | `stubborn` | `{ "seconds" }`                          | sleeps, never looks at cancellation         |
+//! | `polite`   | `{ "seconds" }`                          | sleeps, stops at once when cancelled        |
+//! | `chatty`   | `{ "lines", "bytes" = 80 }`              | emits `lines` log lines, `{ "lines" }`      |
+//! | `fail`     | `{ "message", "retryable" = false }`     | fails with data `{ "hint": "test" }`        |
+//! | `echo`     | any JSON                                 | the params and the run's facts              |
+//! | `noop`     | none                                     | `null`: the cheapest call, for benchmark B10 |
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use takt_plugin_api::abi::LogLevel;
+use takt_plugin_api::sdk::{JobContext, JobError, Plugin};
+
+/// The step of the sleeping handlers.
+const STEP: Duration = Duration::from_millis(50);
+
+fn plugin() -> Plugin {
+    Plugin::new("testing")
+        .handler("panic", "panics with the given message", panic)
+        .handler(
+            "stubborn",
+            "sleeps for a while and ignores cancellation",
+            stubborn,
+        )
+        .handler(
+            "polite",
+            "sleeps for a while and stops promptly when cancelled",
+            polite,
+        )
+        .handler("chatty", "writes many run-log lines", chatty)
+        .handler("fail", "fails with the given message", fail)
+        .handler("echo", "returns its params and the facts of the run", echo)
+        .handler("noop", "does nothing (measures the cost of a call)", noop)
+}
+
+/// `testing::noop`: no params, returns `null`. Benchmark B10 measures the host-to-plugin call
+/// overhead with it.
+fn noop(_ctx: &JobContext, (): ()) -> Result<(), JobError> {
+    Ok(())
+}
+
+takt_plugin_api::export_plugin!(plugin);
+
+/// Params of `panic`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PanicParams {
+    #[serde(default = "default_panic_message")]
+    message: String,
+}
+
+fn default_panic_message() -> String {
+    "panic requested by the test".to_string()
+}
+
+/// `testing::panic`: params `{ "message": "..." }` (default "panic requested by the test").
+///
+/// Panics with that message; the SDK must turn it into a `panicked` error.
+fn panic(_ctx: &JobContext, p: PanicParams) -> Result<(), JobError> {
+    panic!("{}", p.message)
+}
+
+/// Params of `stubborn` and `polite`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SleepParams {
+    /// How long to sleep, in seconds.
+    seconds: f64,
+}
+
+/// Result of `stubborn` and `polite`.
+#[derive(Debug, Serialize)]
+struct Slept {
+    slept: f64,
+}
+
+/// `seconds` as a duration, or an `invalid-params` error.
+fn duration(seconds: f64) -> Result<Duration, JobError> {
+    Duration::try_from_secs_f64(seconds).map_err(|e| {
+        JobError::invalid_params(format!(
+            "invalid params: seconds: {seconds} is not a usable duration: {e}"
+        ))
+    })
+}
+
+/// `testing::stubborn`: params `{ "seconds": 2.0 }`, result `{ "slept": 2.0 }`.
+///
+/// Sleeps in 50 ms steps with `std::thread::sleep` and never looks at the context: a host
+/// that cancels it can only stop waiting for it (and must then account for the thread it
+/// leaves behind).
+fn stubborn(_ctx: &JobContext, p: SleepParams) -> Result<Slept, JobError> {
+    let total = duration(p.seconds)?;
+    let start = Instant::now();
+    loop {
+        let left = total.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(STEP));
+    }
+    Ok(Slept { slept: p.seconds })
+}
+
+/// `testing::polite`: params `{ "seconds": 2.0 }`, result `{ "slept": 2.0 }`.
+///
+/// Sleeps in 50 ms steps with `ctx.sleep`, so a cancel ends it promptly with
+/// `Err(JobError::cancelled())`.
+fn polite(ctx: &JobContext, p: SleepParams) -> Result<Slept, JobError> {
+    let total = duration(p.seconds)?;
+    let start = Instant::now();
+    loop {
+        let left = total.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        ctx.sleep(left.min(STEP))?;
+    }
+    Ok(Slept { slept: p.seconds })
+}
+
+/// Params of `chatty`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChattyParams {
+    /// How many lines to write.
+    lines: u32,
+    /// About how long each line is.
+    #[serde(default = "default_bytes")]
+    bytes: u32,
+}
+
+fn default_bytes() -> u32 {
+    80
+}
+
+/// Result of `chatty`.
+#[derive(Debug, Serialize)]
+struct Chatted {
+    lines: u32,
+}
+
+/// `testing::chatty`: params `{ "lines": 1000, "bytes": 80 }` (`bytes` defaults to 80), result
+/// `{ "lines": 1000 }`.
+///
+/// Writes `lines` run-log lines of about `bytes` characters each, alternating an info line
+/// through `tracing` (odd numbers) and a warn line through the context (even numbers); reports
+/// progress every 100 lines and at the end.
+fn chatty(ctx: &JobContext, p: ChattyParams) -> Result<Chatted, JobError> {
+    let width = usize::try_from(p.bytes).unwrap_or(usize::MAX);
+    let total = u64::from(p.lines);
+    for i in 1..=p.lines {
+        let line = padded(format!("line {i} of {}", p.lines), width);
+        if i % 2 == 1 {
+            tracing::info!(n = i, "{line}");
+        } else {
+            ctx.log(LogLevel::WARN, &line);
+        }
+        if i % 100 == 0 {
+            ctx.progress(u64::from(i), total, "lines");
+        }
+    }
+    if p.lines % 100 != 0 || p.lines == 0 {
+        ctx.progress(total, total, "lines");
+    }
+    Ok(Chatted { lines: p.lines })
+}
+
+/// `text` followed by a space and dots up to `width` characters (never cut short).
+fn padded(mut text: String, width: usize) -> String {
+    if text.len() < width {
+        text.push(' ');
+        while text.len() < width {
+            text.push('.');
+        }
+    }
+    text
+}
+
+/// Params of `fail`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailParams {
+    #[serde(default = "default_fail_message")]
+    message: String,
+    /// Whether the failure is marked retryable.
+    #[serde(default)]
+    retryable: bool,
+}
+
+fn default_fail_message() -> String {
+    "failure requested by the test".to_string()
+}
+
+/// `testing::fail`: params `{ "message": "...", "retryable": false }`.
+///
+/// Returns `Err(JobError::failed(message))`, or `JobError::retryable` when `retryable`, with
+/// the data `{ "hint": "test" }`.
+fn fail(_ctx: &JobContext, p: FailParams) -> Result<(), JobError> {
+    let e = if p.retryable {
+        JobError::retryable(p.message)
+    } else {
+        JobError::failed(p.message)
+    };
+    Err(e.with_data(json!({ "hint": "test" })))
+}
+
+/// Result of `echo`.
+#[derive(Debug, Serialize)]
+struct Echo {
+    params: Value,
+    job_id: String,
+    job_name: String,
+    run_id: String,
+    attempt: u32,
+    fire_time_unix_ms: i64,
+}
+
+/// `testing::echo`: params any JSON (none reads as `{}`), result `{ "params", "job_id",
+/// "job_name", "run_id", "attempt", "fire_time_unix_ms" }`.
+///
+/// Shows what the handler received: the params as decoded and the run's facts from the
+/// context.
+fn echo(ctx: &JobContext, params: Value) -> Result<Echo, JobError> {
+    Ok(Echo {
+        params,
+        job_id: ctx.job_id().to_string(),
+        job_name: ctx.job_name().to_string(),
+        run_id: ctx.run_id().to_string(),
+        attempt: ctx.attempt(),
+        fire_time_unix_ms: unix_ms(ctx.fire_time()),
+    })
+}
+
+/// Milliseconds since the Unix epoch (negative before it), saturating.
+fn unix_ms(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_millis()).map_or(i64::MIN, |ms| -ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_padded_to_about_the_width() {
+        assert_eq!(padded("line 1".into(), 10), "line 1 ...");
+        assert_eq!(padded("line 1".into(), 3), "line 1");
+        assert_eq!(padded("line 1".into(), 7), "line 1 ");
+        assert_eq!(padded("line 12 of 12".into(), 80).len(), 80);
+    }
+
+    #[test]
+    fn fire_times_convert_both_sides_of_the_epoch() {
+        assert_eq!(unix_ms(UNIX_EPOCH), 0);
+        assert_eq!(
+            unix_ms(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)),
+            1_700_000_000_123
+        );
+        assert_eq!(unix_ms(UNIX_EPOCH - Duration::from_millis(1500)), -1500);
+    }
+
+    #[test]
+    fn bad_durations_are_invalid_params() {
+        assert_eq!(duration(0.25).unwrap(), Duration::from_millis(250));
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = duration(bad).unwrap_err();
+            assert_eq!(e.kind(), takt_plugin_api::abi::ErrorKind::INVALID_PARAMS);
+            assert!(e.message().starts_with("invalid params: seconds: "), "{e}");
+        }
+    }
+}
