@@ -1,0 +1,173 @@
+//! `takt plugin list` and `takt plugin verify`.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::table::Table;
+use crate::plugins::{LoadOptions, LoadedPlugin, PluginSet, Refusal, load_file};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum PluginCmd {
+    /// Load every plugin of a directory and list plugins, versions, handlers and refusals.
+    List {
+        /// The plugin directory.
+        #[arg(long, default_value = "plugins", value_name = "DIR")]
+        dir: PathBuf,
+        #[command(flatten)]
+        opts: LoadArgs,
+    },
+    /// Run every check on one plugin file; exit 1 with the reason if it would be refused.
+    Verify {
+        /// The plugin file (.so / .dll / .dylib).
+        file: PathBuf,
+        #[command(flatten)]
+        opts: LoadArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(super) struct LoadArgs {
+    /// Where content-addressed copies are loaded from [default: <temp>/takt-shadow].
+    #[arg(long, value_name = "DIR")]
+    shadow_dir: Option<PathBuf>,
+    /// Expected SHA-256 of a file, as FILE_NAME=HEX; repeatable.
+    #[arg(long = "pin", value_name = "FILE=SHA256")]
+    pins: Vec<String>,
+    /// Refuse files without a pin.
+    #[arg(long)]
+    require_pins: bool,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+impl LoadArgs {
+    fn options(&self) -> Result<LoadOptions> {
+        let mut o = LoadOptions::with_temp_shadow();
+        if let Some(d) = &self.shadow_dir {
+            o.shadow_dir.clone_from(d);
+        }
+        for pin in &self.pins {
+            let Some((file, sha)) = pin.split_once('=') else {
+                bail!("--pin \"{pin}\" is not FILE_NAME=SHA256");
+            };
+            let sha = sha.trim().to_ascii_lowercase();
+            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!("--pin \"{pin}\": the SHA-256 must be 64 hexadecimal digits");
+            }
+            o.pins.insert(file.trim().to_string(), sha);
+        }
+        o.require_pins = self.require_pins;
+        Ok(o)
+    }
+}
+
+pub(super) fn run(cmd: PluginCmd) -> Result<()> {
+    match cmd {
+        PluginCmd::List { dir, opts } => {
+            let set = PluginSet::load_dir(&dir, &opts.options()?);
+            if opts.json {
+                let doc = json!({
+                    "dir": dir.display().to_string(),
+                    "plugins": set.plugins().iter().map(|p| plugin_json(p)).collect::<Vec<_>>(),
+                    "refused": set.refusals().iter().map(refusal_json).collect::<Vec<_>>(),
+                });
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                print!("{}", list_text(&set));
+            }
+            Ok(())
+        }
+        PluginCmd::Verify { file, opts } => match load_file(&file, &opts.options()?) {
+            Ok(p) => {
+                if opts.json {
+                    println!("{}", serde_json::to_string_pretty(&plugin_json(&p))?);
+                } else {
+                    println!(
+                        "ok: {} is plugin {} {} (takt-plugin-api {}, sha256 {})",
+                        file.display(),
+                        p.name,
+                        p.version,
+                        p.api_version,
+                        p.sha256
+                    );
+                    print!("{}", handlers_text(&p));
+                }
+                Ok(())
+            }
+            Err(r) => {
+                if opts.json {
+                    println!("{}", serde_json::to_string_pretty(&refusal_json(&r))?);
+                }
+                bail!("{r}")
+            }
+        },
+    }
+}
+
+fn plugin_json(p: &LoadedPlugin) -> serde_json::Value {
+    json!({
+        "name": p.name,
+        "version": p.version,
+        "api_version": p.api_version,
+        "file": p.file.display().to_string(),
+        "sha256": p.sha256,
+        "handlers": p.handlers.iter().map(|h| json!({
+            "handler_type": h.handler_type,
+            "description": h.description,
+            "default_timeout_ms": h.default_timeout.map(|t| t.as_millis() as u64),
+            "params_schema": h.params_schema,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn refusal_json(r: &Refusal) -> serde_json::Value {
+    json!({"file": r.file.display().to_string(), "reason": r.reason, "fix": r.fix})
+}
+
+fn handlers_text(p: &LoadedPlugin) -> String {
+    let mut t = Table::new(["  handler type", "timeout", "description"]);
+    for h in &p.handlers {
+        t.row([
+            format!("  {}", h.handler_type),
+            h.default_timeout
+                .map(|d| takt_core::schedule::format_duration(d.as_secs().max(1)))
+                .unwrap_or_else(|| "-".to_string()),
+            h.description.clone(),
+        ]);
+    }
+    t.render()
+}
+
+fn list_text(set: &PluginSet) -> String {
+    let mut out = String::new();
+    if set.plugins().is_empty() {
+        out.push_str("no plugins loaded\n");
+    }
+    for p in set.plugins() {
+        out.push_str(&format!(
+            "{} {}  (takt-plugin-api {}, {})\n",
+            p.name,
+            p.version,
+            p.api_version,
+            p.file.display()
+        ));
+        out.push_str(&handlers_text(p));
+        out.push('\n');
+    }
+    if !set.refusals().is_empty() {
+        out.push_str(&format!("refused {} file(s):\n", set.refusals().len()));
+        for r in set.refusals() {
+            out.push_str(&format!(
+                "  {}\n    reason: {}\n    fix:    {}\n",
+                r.file.display(),
+                r.reason,
+                r.fix
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,764 @@
+//! The plugin-call executor: runs one handler call on a host-owned thread, under a deadline,
+//! with bounded concurrency, and turns whatever happens into an [`Outcome`].
+//!
+//! # Why a thread per call, and what "timeout" can and cannot mean
+//!
+//! A plugin is native code in our process. Nothing can safely stop a thread that is inside it,
+//! so a timeout is a *request*: the host raises the run's cancel flag (which also wakes a
+//! `ctx.sleep` at once, and makes the SDK drop an async handler's future), waits a grace period,
+//! and then **stops waiting**. The run is recorded `timed_out` either way; `stopped` says
+//! whether the plugin honoured the request. A plugin that ignores it keeps its thread until it
+//! returns on its own; the executor counts such *abandoned* threads
+//! ([`Executor::abandoned_threads`] ever, [`Executor::abandoned_threads_alive`] now) so an
+//! operator can see a misbehaving plugin, and the isolated (child-process) mode is the cure.
+//!
+//! Each call gets a fresh `std::thread` rather than a pool or `spawn_blocking`: an abandoned
+//! thread must not hold a slot of a bounded pool hostage (tokio's blocking pool would also
+//! delay runtime shutdown on it), a named thread (`takt-run-<run id>`) shows up in debuggers
+//! and `top -H`, and thread creation costs microseconds against runs that take milliseconds
+//! to hours.
+//!
+//! # Concurrency
+//!
+//! [`ExecutorConfig::capacity`] bounds the calls the host is *waiting for*. A call waits for a
+//! slot before it starts; that wait does not count against its timeout (the deadline starts
+//! when the plugin is called, and [`RunReport::queued`] says how long it waited). When the
+//! host abandons a call, its slot is released at once — otherwise one stuck plugin would eat
+//! capacity until the process restarts. The price is that the number of *threads* inside
+//! plugins can exceed the capacity by the number of abandoned threads still alive; that gauge
+//! is exported for exactly this reason.
+//!
+//! # Shutdown is not a timeout
+//!
+//! [`Executor::shutdown`] raises every running call's cancel flag with reason
+//! [`CancelReason::Shutdown`] and refuses new calls; those runs end as
+//! `Cancelled { reason: Shutdown }`, never `TimedOut` (seed 003 §3.3: one cancellation
+//! exception for both made every service stop look like a wave of timeouts).
+
+mod cancel;
+mod outcome;
+mod services;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use takt_plugin_api::abi::{ErrorKind, PluginError, PluginRef};
+use takt_plugin_api::host::{self, CallInfo};
+use tokio::sync::{Semaphore, oneshot, watch};
+
+pub use cancel::CancelToken;
+pub use outcome::{CancelReason, Outcome, RunReport};
+pub use services::{LogLimits, RunSink};
+
+use services::{CallState, StopReason};
+
+/// How an [`Executor`] behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorConfig {
+    /// The most plugin calls the host waits for at once; more wait for a slot. 0 is read as 1
+    /// (an executor that can never run anything is a configuration mistake, not a policy).
+    pub capacity: usize,
+    /// How long the host keeps waiting after raising a run's cancel flag (timeout or cancel)
+    /// before it gives up on the thread. A shutdown may choose its own grace.
+    pub grace: Duration,
+    /// Bounds on each run's log.
+    pub log_limits: LogLimits,
+}
+
+impl Default for ExecutorConfig {
+    /// Capacity 8, a 5 s grace, default log limits.
+    fn default() -> ExecutorConfig {
+        ExecutorConfig {
+            capacity: 8,
+            grace: Duration::from_secs(5),
+            log_limits: LogLimits::default(),
+        }
+    }
+}
+
+/// One plugin call to make.
+///
+/// The executor does not resolve anything: the caller (the scheduling loop) has already
+/// resolved the HandlerType to a loaded plugin and decided the timeout (the job's, else the
+/// handler's default, else none).
+#[derive(Clone)]
+pub struct RunRequest {
+    /// The loaded plugin.
+    pub plugin: PluginRef,
+    /// The handler's name inside the plugin (`clean_expired_tokens`).
+    pub handler: String,
+    /// The full HandlerType (`examples::clean_expired_tokens`), for messages and thread names.
+    pub handler_type: String,
+    /// The job's parameters; empty means `{}` to the SDK.
+    pub params_json: String,
+    /// The job's id.
+    pub job_id: String,
+    /// The job's name.
+    pub job_name: String,
+    /// The run's id.
+    pub run_id: String,
+    /// 1 for the first attempt, 2 for the first retry, …
+    pub attempt: u32,
+    /// The scheduled fire time the run is for (not the moment it starts).
+    pub fire_time: jiff::Timestamp,
+    /// How long the plugin may run, from the moment it is called; `None` for no limit.
+    pub timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for RunRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `PluginRef` has no `Debug`; the HandlerType names the plugin anyway.
+        f.debug_struct("RunRequest")
+            .field("handler_type", &self.handler_type)
+            .field("params_json", &self.params_json)
+            .field("job_id", &self.job_id)
+            .field("job_name", &self.job_name)
+            .field("run_id", &self.run_id)
+            .field("attempt", &self.attempt)
+            .field("fire_time", &self.fire_time)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A point-in-time view of the executor's gauges and counters, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExecutorStats {
+    /// Calls the host is currently waiting for (at most the capacity).
+    pub running: usize,
+    /// Calls abandoned since the executor was created (the plugin ignored a cancel for longer
+    /// than the grace period).
+    pub abandoned_total: usize,
+    /// Abandoned threads that are still inside their plugin.
+    pub abandoned_alive: usize,
+}
+
+/// Runs plugin calls. Cheap to clone: clones share capacity, counters and shutdown state.
+#[derive(Clone)]
+pub struct Executor {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    permits: Semaphore,
+    capacity: u32,
+    grace: Duration,
+    limits: LogLimits,
+    /// `Some(grace)` once a shutdown began; a `watch` so that every waiting run sees it, even
+    /// one that subscribes after it was sent.
+    shutdown: watch::Sender<Option<Duration>>,
+    running: AtomicUsize,
+    abandoned_total: AtomicUsize,
+    /// Shared with the call threads, which decrement it when an abandoned call finally returns.
+    abandoned_alive: Arc<AtomicUsize>,
+}
+
+/// What the call's thread hands back.
+type CallResult = Result<String, PluginError>;
+
+impl Executor {
+    /// An executor with `config`.
+    pub fn new(config: ExecutorConfig) -> Executor {
+        // `acquire_many` counts in u32, and the semaphore has its own ceiling (lower on 32-bit).
+        let ceiling = Semaphore::MAX_PERMITS.min(u32::MAX as usize);
+        let capacity = config.capacity.clamp(1, ceiling) as u32;
+        Executor {
+            shared: Arc::new(Shared {
+                permits: Semaphore::new(capacity as usize),
+                capacity,
+                grace: config.grace,
+                limits: config.log_limits,
+                shutdown: watch::Sender::new(None),
+                running: AtomicUsize::new(0),
+                abandoned_total: AtomicUsize::new(0),
+                abandoned_alive: Arc::new(AtomicUsize::new(0)),
+            }),
+        }
+    }
+
+    /// Runs `req` and returns when the plugin returned or the host stopped waiting for it.
+    ///
+    /// The same as [`run_with_cancel`](Self::run_with_cancel) with a token nobody else holds.
+    pub async fn run(&self, req: RunRequest, sink: Arc<dyn RunSink>) -> RunReport {
+        self.run_with_cancel(req, sink, CancelToken::new()).await
+    }
+
+    /// Runs `req`; cancelling `cancel` stops it with [`CancelReason::Requested`].
+    ///
+    /// Waits for a slot first (cancel and shutdown end that wait too, without calling the
+    /// plugin), then calls the plugin on a new thread. Whichever comes first of the plugin's
+    /// answer, the deadline, the cancel and a shutdown decides the outcome; the host then waits
+    /// the grace period for the plugin to notice the cancel flag.
+    ///
+    /// Dropping the returned future while the plugin runs raises the cancel flag and abandons
+    /// the call (it is counted as abandoned), so a caller that gives up cannot leak a run
+    /// nobody will ever cancel.
+    pub async fn run_with_cancel(
+        &self,
+        req: RunRequest,
+        sink: Arc<dyn RunSink>,
+        cancel: CancelToken,
+    ) -> RunReport {
+        let shared = &*self.shared;
+        let queued_at = Instant::now();
+        let mut shutdown = shared.shutdown.subscribe();
+
+        let refused = |reason: CancelReason| {
+            let message = match reason {
+                CancelReason::Requested => {
+                    format!("cancelled on request before {} started", req.handler_type)
+                }
+                CancelReason::Shutdown => format!(
+                    "not started: the host is shutting down ({} was not called)",
+                    req.handler_type
+                ),
+            };
+            RunReport {
+                outcome: Outcome::Cancelled {
+                    reason,
+                    stopped: true,
+                    message,
+                },
+                started: None,
+                elapsed: Duration::ZERO,
+                queued: queued_at.elapsed(),
+                log_lines_dropped: 0,
+            }
+        };
+
+        // Biased towards refusing: a run that is already cancelled must not start just because
+        // a slot happened to be free.
+        let _permit = tokio::select! {
+            biased;
+            _ = shutdown_grace(&mut shutdown) => return refused(CancelReason::Shutdown),
+            () = cancel.cancelled() => return refused(CancelReason::Requested),
+            permit = shared.permits.acquire() => match permit {
+                Ok(permit) => permit,
+                Err(_closed) => return refused(CancelReason::Shutdown),
+            },
+        };
+        let queued = queued_at.elapsed();
+
+        let state = Arc::new(CallState::new(sink, shared.limits));
+        let started = jiff::Timestamp::now();
+        let t0 = Instant::now();
+        let deadline = req.timeout.and_then(|t| t0.checked_add(t));
+        let deadline_unix_ms = match req.timeout {
+            Some(t) => started
+                .as_millisecond()
+                .saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
+            None => 0,
+        };
+
+        let (tx, mut rx) = oneshot::channel::<CallResult>();
+        if let Err(e) = spawn_call(&req, deadline_unix_ms, state.clone(), shared, tx) {
+            // Out of threads or memory: the host's problem, not the plugin's; worth a retry.
+            let dropped = state.close_log();
+            return RunReport {
+                outcome: Outcome::Failed {
+                    kind: ErrorKind::FAILED,
+                    message: format!("cannot start a thread for {}: {e}", req.handler_type),
+                    retryable: true,
+                    data: None,
+                },
+                started: None,
+                elapsed: Duration::ZERO,
+                queued,
+                log_lines_dropped: dropped,
+            };
+        }
+        let in_flight = InFlight::new(shared, state.clone(), &req);
+
+        let stop = tokio::select! {
+            // The answer first: a plugin that returns in the same instant as the deadline
+            // has made it.
+            biased;
+            answer = &mut rx => {
+                let outcome = finished_outcome(answer, &req.handler_type);
+                return in_flight.finish(outcome, started, t0, queued);
+            }
+            () = until(deadline) => Stop::Timeout,
+            () = cancel.cancelled() => Stop::Requested,
+            grace = shutdown_grace(&mut shutdown) => Stop::Shutdown(grace),
+        };
+
+        state.cancel(stop.reason());
+        let grace = match stop {
+            Stop::Shutdown(grace) => grace,
+            _ => shared.grace,
+        };
+        let answer = match tokio::time::timeout(grace, &mut rx).await {
+            Ok(answer) => Some(answer),
+            Err(_elapsed) if in_flight.abandon() => None,
+            // The thread finished in the instant between the grace running out and the
+            // abandon: its answer is being sent right now.
+            Err(_elapsed) => Some(rx.await),
+        };
+        let outcome = stopped_outcome(stop, answer, &req.handler_type, req.timeout, grace);
+        in_flight.finish(outcome, started, t0, queued)
+    }
+
+    /// Starts a shutdown: refuses new calls and raises the cancel flag of every running call
+    /// with reason [`CancelReason::Shutdown`]; each is given `grace` to return before the host
+    /// stops waiting for it. Does not wait; see [`shutdown`](Self::shutdown). Only the first
+    /// call has an effect; there is no way back.
+    pub fn begin_shutdown(&self, grace: Duration) {
+        self.shared.shutdown.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(grace);
+            true
+        });
+    }
+
+    /// [`begin_shutdown`](Self::begin_shutdown), then waits until the host waits for no call
+    /// any more (each has returned or been abandoned, so this takes about `grace` at most), and
+    /// returns the final stats. `abandoned_alive` then counts the threads the process exit will
+    /// cut off.
+    pub async fn shutdown(&self, grace: Duration) -> ExecutorStats {
+        self.begin_shutdown(grace);
+        // Every running call holds a permit until the host stops waiting for it; queued calls
+        // see the shutdown and leave without one. Holding all permits therefore means idle.
+        // (`acquire_many` only fails if the semaphore is closed, which we never do.)
+        let _all = self.shared.permits.acquire_many(self.shared.capacity).await;
+        self.stats()
+    }
+
+    /// Whether a shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.shutdown.borrow().is_some()
+    }
+
+    /// Calls abandoned since the executor was created: the plugin was asked to stop and did not
+    /// return within the grace period.
+    pub fn abandoned_threads(&self) -> usize {
+        self.shared.abandoned_total.load(Ordering::Acquire)
+    }
+
+    /// Abandoned threads still inside their plugin (each decrements this when it finally
+    /// returns). These threads are beyond the capacity: see the module documentation.
+    pub fn abandoned_threads_alive(&self) -> usize {
+        self.shared.abandoned_alive.load(Ordering::Acquire)
+    }
+
+    /// Calls the host is waiting for right now.
+    pub fn running(&self) -> usize {
+        self.shared.running.load(Ordering::Acquire)
+    }
+
+    /// All gauges and counters at once.
+    pub fn stats(&self) -> ExecutorStats {
+        ExecutorStats {
+            running: self.running(),
+            abandoned_total: self.abandoned_threads(),
+            abandoned_alive: self.abandoned_threads_alive(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("capacity", &self.shared.capacity)
+            .field("grace", &self.shared.grace)
+            .field("stats", &self.stats())
+            .field("shutting_down", &self.is_shutting_down())
+            .finish()
+    }
+}
+
+/// What made the host stop waiting for the plain answer.
+#[derive(Clone, Copy)]
+enum Stop {
+    Timeout,
+    Requested,
+    Shutdown(Duration),
+}
+
+impl Stop {
+    fn reason(self) -> StopReason {
+        match self {
+            Stop::Timeout => StopReason::Timeout,
+            Stop::Requested => StopReason::Requested,
+            Stop::Shutdown(_) => StopReason::Shutdown,
+        }
+    }
+}
+
+/// Completes at `deadline`, or never.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Completes with the shutdown grace once a shutdown has begun.
+async fn shutdown_grace(rx: &mut watch::Receiver<Option<Duration>>) -> Duration {
+    // Copy the value out in one statement: the `Ref` holds a lock guard, which is not `Send`
+    // and must not live in the future's state (the run future has to be `Send`).
+    let grace = rx
+        .wait_for(Option::is_some)
+        .await
+        .map(|g| g.unwrap_or_default());
+    match grace {
+        Ok(grace) => grace,
+        // The sender lives in `Shared`, which outlives every run; never reached.
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Starts the call's thread.
+fn spawn_call(
+    req: &RunRequest,
+    deadline_unix_ms: i64,
+    state: Arc<CallState>,
+    shared: &Shared,
+    tx: oneshot::Sender<CallResult>,
+) -> std::io::Result<()> {
+    let plugin = req.plugin;
+    let handler = req.handler.clone();
+    let handler_type = req.handler_type.clone();
+    let params = req.params_json.clone();
+    let job_id = req.job_id.clone();
+    let job_name = req.job_name.clone();
+    let run_id = req.run_id.clone();
+    let attempt = req.attempt;
+    let fire_time_unix_ms = req.fire_time.as_millisecond();
+    let alive = shared.abandoned_alive.clone();
+    // A NUL in a thread name panics in std; run ids are the caller's business.
+    let name = format!("takt-run-{}", req.run_id.replace('\0', ""));
+    std::thread::Builder::new().name(name).spawn(move || {
+        let t0 = Instant::now();
+        let info = CallInfo {
+            job_id: &job_id,
+            job_name: &job_name,
+            run_id: &run_id,
+            attempt,
+            fire_time_unix_ms,
+            deadline_unix_ms,
+        };
+        // `host::call` and the SDK already keep panics inside their FFI edges; this is the
+        // last line, so that nothing on this thread can end without an answer.
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            host::call(plugin, &handler, &params, &info, &*state)
+        }))
+        .unwrap_or_else(|payload| {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".to_string());
+            Err(PluginError {
+                kind: ErrorKind::PANICKED,
+                message: format!("the host's call into the plugin panicked: {what}").into(),
+                retryable: false,
+                data: None.into(),
+            })
+        });
+        let was_abandoned = state.mark_finished();
+        let _ = tx.send(result);
+        if was_abandoned {
+            alive.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!(
+                run_id = %run_id,
+                handler = %handler_type,
+                after = ?t0.elapsed(),
+                "abandoned plugin call finally returned"
+            );
+        }
+    })?;
+    Ok(())
+}
+
+/// The host's bookkeeping for a call it is waiting for; if the `run` future is dropped
+/// mid-call, the drop cancels and abandons the call instead of leaving it unattended.
+struct InFlight<'a> {
+    shared: &'a Shared,
+    state: Arc<CallState>,
+    run_id: &'a str,
+    handler_type: &'a str,
+    armed: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(shared: &'a Shared, state: Arc<CallState>, req: &'a RunRequest) -> InFlight<'a> {
+        shared.running.fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            shared,
+            state,
+            run_id: &req.run_id,
+            handler_type: &req.handler_type,
+            armed: true,
+        }
+    }
+
+    /// Gives up on the thread; `false` if it finished first.
+    fn abandon(&self) -> bool {
+        // Raise the gauge before the thread can see ABANDONED and lower it, so it never wraps.
+        self.shared.abandoned_alive.fetch_add(1, Ordering::AcqRel);
+        if self.state.try_abandon() {
+            self.shared.abandoned_total.fetch_add(1, Ordering::AcqRel);
+            tracing::warn!(
+                run_id = %self.run_id,
+                handler = %self.handler_type,
+                "plugin ignored the cancel flag for the grace period; its thread is abandoned"
+            );
+            true
+        } else {
+            self.shared.abandoned_alive.fetch_sub(1, Ordering::AcqRel);
+            false
+        }
+    }
+
+    fn finish(
+        mut self,
+        outcome: Outcome,
+        started: jiff::Timestamp,
+        t0: Instant,
+        queued: Duration,
+    ) -> RunReport {
+        self.armed = false;
+        let elapsed = t0.elapsed();
+        let log_lines_dropped = self.state.close_log();
+        RunReport {
+            outcome,
+            started: Some(started),
+            elapsed,
+            queued,
+            log_lines_dropped,
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // Abandon before raising the flag: the host stops waiting now, whatever the
+            // plugin does next; the other order would let a prompt plugin finish in between
+            // and go uncounted.
+            self.abandon();
+            self.state.cancel(StopReason::Requested);
+            self.state.close_log();
+        }
+        self.shared.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The outcome when the plugin answered before the host asked it to stop.
+fn finished_outcome(
+    answer: Result<CallResult, oneshot::error::RecvError>,
+    handler_type: &str,
+) -> Outcome {
+    let e = match answer {
+        Ok(Ok(result_json)) => return Outcome::Succeeded { result_json },
+        Ok(Err(e)) => e,
+        Err(_) => return lost_answer(handler_type),
+    };
+    let message = e.message.into_string();
+    let data = e.data.into_option().map(|d| d.into_string());
+    let (message, retryable) = match e.kind {
+        // Deterministic failures: another attempt runs the same code on the same params.
+        ErrorKind::PANICKED | ErrorKind::INVALID_PARAMS | ErrorKind::UNKNOWN_HANDLER => {
+            (message, false)
+        }
+        ErrorKind::CANCELLED => (
+            format!(
+                "the handler reported cancelled although the host did not cancel it: {message}"
+            ),
+            e.retryable,
+        ),
+        _ => (message, e.retryable),
+    };
+    Outcome::Failed {
+        kind: e.kind,
+        message,
+        retryable,
+        data,
+    }
+}
+
+/// The outcome after the host raised the cancel flag: decided by why, not by the answer.
+fn stopped_outcome(
+    stop: Stop,
+    answer: Option<Result<CallResult, oneshot::error::RecvError>>,
+    handler: &str,
+    timeout: Option<Duration>,
+    grace: Duration,
+) -> Outcome {
+    let stopped = answer.is_some();
+    let tail = match answer {
+        Some(Ok(Ok(json))) => format!(
+            "the handler returned within the {grace:?} grace period with a result, which is discarded: {}",
+            clip(&json, 512)
+        ),
+        Some(Ok(Err(e))) => format!(
+            "the handler returned within the {grace:?} grace period: {}: {}",
+            e.kind,
+            clip(e.message.as_str(), 2048)
+        ),
+        Some(Err(_)) => lost_answer(handler).error_text().unwrap_or_default(),
+        None => format!(
+            "the handler ignored the cancel flag for the {grace:?} grace period; its thread is \
+             abandoned and keeps running until the plugin returns"
+        ),
+    };
+    match stop {
+        Stop::Timeout => {
+            let after = timeout.unwrap_or_default();
+            Outcome::TimedOut {
+                after,
+                stopped,
+                message: format!("{handler} timed out after {after:?}; {tail}"),
+            }
+        }
+        Stop::Requested => Outcome::Cancelled {
+            reason: CancelReason::Requested,
+            stopped,
+            message: format!("{handler} was cancelled on request; {tail}"),
+        },
+        Stop::Shutdown(_) => Outcome::Cancelled {
+            reason: CancelReason::Shutdown,
+            stopped,
+            message: format!("{handler} was cancelled because the host is shutting down; {tail}"),
+        },
+    }
+}
+
+/// The thread ended without sending an answer. Cannot happen (the send is unconditional after
+/// a `catch_unwind`), but if it does the run must still end in a recorded state.
+fn lost_answer(handler_type: &str) -> Outcome {
+    Outcome::Failed {
+        kind: ErrorKind::FAILED,
+        message: format!("the thread running {handler_type} ended without an answer"),
+        retryable: true,
+        data: None,
+    }
+}
+
+/// At most `max` bytes of `s`, at a character boundary, marked when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} …", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abi_stable::std_types::RSome;
+
+    fn error(kind: ErrorKind, retryable: bool) -> CallResult {
+        Err(PluginError {
+            kind,
+            message: "it went wrong".into(),
+            retryable,
+            data: RSome(r#"{"k":1}"#.into()),
+        })
+    }
+
+    #[test]
+    fn deterministic_failures_are_never_retryable() {
+        for kind in [
+            ErrorKind::PANICKED,
+            ErrorKind::INVALID_PARAMS,
+            ErrorKind::UNKNOWN_HANDLER,
+        ] {
+            let o = finished_outcome(Ok(error(kind, true)), "p::h");
+            assert!(
+                matches!(o, Outcome::Failed { kind: k, retryable: false, .. } if k == kind),
+                "{o:?}"
+            );
+        }
+        let o = finished_outcome(Ok(error(ErrorKind::FAILED, true)), "p::h");
+        assert!(o.is_retryable_failure());
+        assert_eq!(o.error_text().as_deref(), Some("failed: it went wrong"));
+        // A code from a newer plugin keeps its number and reads as `failed`.
+        let o = finished_outcome(Ok(error(ErrorKind(77), false)), "p::h");
+        assert_eq!(o.error_text().as_deref(), Some("failed: it went wrong"));
+    }
+
+    #[test]
+    fn a_cancel_the_host_did_not_ask_for_is_a_failure() {
+        let o = finished_outcome(Ok(error(ErrorKind::CANCELLED, false)), "p::h");
+        match o {
+            Outcome::Failed {
+                kind,
+                message,
+                data,
+                ..
+            } => {
+                assert_eq!(kind, ErrorKind::CANCELLED);
+                assert!(message.contains("host did not cancel"), "{message}");
+                assert_eq!(data.as_deref(), Some(r#"{"k":1}"#));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn once_the_host_stops_a_run_the_reason_decides_the_outcome() {
+        let ok: CallResult = Ok("{}".into());
+        let grace = Duration::from_millis(200);
+        let timeout = Some(Duration::from_secs(1));
+        let o = stopped_outcome(Stop::Timeout, Some(Ok(ok.clone())), "p::h", timeout, grace);
+        assert!(
+            matches!(&o, Outcome::TimedOut { stopped: true, after, message }
+                if *after == Duration::from_secs(1) && message.contains("discarded: {}")),
+            "{o:?}"
+        );
+        let o = stopped_outcome(Stop::Shutdown(grace), None, "p::h", timeout, grace);
+        assert!(
+            matches!(&o, Outcome::Cancelled { reason: CancelReason::Shutdown, stopped: false, message }
+                if message.contains("abandoned")),
+            "{o:?}"
+        );
+        let o = stopped_outcome(
+            Stop::Requested,
+            Some(Ok(error(ErrorKind::CANCELLED, false))),
+            "p::h",
+            None,
+            grace,
+        );
+        assert!(
+            matches!(&o, Outcome::Cancelled { reason: CancelReason::Requested, stopped: true, message }
+                if message.contains("cancelled: it went wrong")),
+            "{o:?}"
+        );
+        assert_eq!(o.state_name(), "cancelled");
+    }
+
+    #[test]
+    fn the_run_future_is_send() {
+        // A compile-time check: callers `tokio::spawn` runs on a multi-threaded runtime.
+        fn assert_send<T: Send>(_: &T) {}
+        fn check(e: &Executor, r: RunRequest, s: Arc<dyn RunSink>, c: CancelToken) {
+            assert_send(&e.run_with_cancel(r, s, c));
+        }
+        let _ = check;
+    }
+
+    #[test]
+    fn a_capacity_of_zero_still_runs_one_call() {
+        let exec = Executor::new(ExecutorConfig {
+            capacity: 0,
+            ..ExecutorConfig::default()
+        });
+        assert_eq!(exec.shared.capacity, 1);
+        assert_eq!(exec.shared.permits.available_permits(), 1);
+    }
+
+    #[test]
+    fn clipping_respects_char_boundaries() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("aé", 2), "a …");
+    }
+}

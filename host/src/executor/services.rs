@@ -1,0 +1,321 @@
+//! The host's half of one call: the cancel flag, the interruptible sleep, and the bounded path
+//! from the plugin's log lines to the [`RunSink`].
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use takt_plugin_api::abi::LogLevel;
+use takt_plugin_api::host::HostServices;
+
+/// Where a run's log lines and progress go (the run store, a live-log stream, a test).
+///
+/// Called on the plugin's thread, synchronously, while the run's log lock is held (that keeps
+/// one run's lines in order, and the "dropped" notice last). Implementations must therefore be
+/// quick and must not block on the plugin; buffer or hand off to a channel if the destination
+/// is slow. A panic here is caught at the FFI edge and the line is lost, nothing more.
+pub trait RunSink: Send + Sync {
+    /// One run-log line, already truncated to [`LogLimits::max_line_bytes`].
+    fn log(&self, level: LogLevel, message: &str);
+    /// The latest progress: `done` of `total` units (`total` 0 when unknown), with a note.
+    fn progress(&self, done: u64, total: u64, note: &str);
+}
+
+/// Bounds on what one run may write to its log.
+///
+/// A plugin that logs ten million lines must not exhaust the host's memory or the run store,
+/// and a runaway loop should still leave a readable log: the first lines are kept, everything
+/// after a limit is counted and dropped, and one closing line says how many were dropped. A
+/// prefix (rather than, say, a ring of the last lines) is what can be streamed live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Lines forwarded per run; later lines are dropped.
+    pub max_lines: u64,
+    /// Bytes (after truncation) forwarded per run; once a line would exceed it, that line and
+    /// all later ones are dropped.
+    pub max_bytes: u64,
+    /// A longer line is cut at a character boundary and marked with how much was cut.
+    pub max_line_bytes: usize,
+}
+
+impl Default for LogLimits {
+    /// 10 000 lines, 8 MiB, 64 KiB per line: generous for a job's log, small for a host.
+    fn default() -> LogLimits {
+        LogLimits {
+            max_lines: 10_000,
+            max_bytes: 8 << 20,
+            max_line_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Why the host raised the cancel flag. The first reason wins: a run that timed out and is then
+/// caught by a shutdown during its grace period stays timed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    Timeout,
+    Requested,
+    Shutdown,
+}
+
+const RUNNING: u8 = 0;
+const FINISHED: u8 = 1;
+const ABANDONED: u8 = 2;
+
+/// Shared between the call's thread (as the plugin's [`HostServices`]) and the waiting host.
+pub(crate) struct CallState {
+    /// The cheap read the plugin polls; mirrors `stop.is_some()`.
+    cancelled: AtomicBool,
+    /// The reason, under the mutex the sleepers' condvar needs.
+    stop: Mutex<Option<StopReason>>,
+    wake: Condvar,
+    /// RUNNING → FINISHED (the thread) or RUNNING → ABANDONED (the host); whoever moves first
+    /// decides whether the thread counts as abandoned.
+    phase: AtomicU8,
+    sink: Arc<dyn RunSink>,
+    limits: LogLimits,
+    book: Mutex<LogBook>,
+}
+
+#[derive(Default)]
+struct LogBook {
+    lines: u64,
+    bytes: u64,
+    dropped: u64,
+    /// A limit was hit: everything from here on is dropped, so the log stays a clean prefix.
+    full: bool,
+    /// The host stopped waiting; the run's record is final.
+    closed: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A sink that panicked while we held the lock must not take the whole run down with it:
+    // the counters are still consistent (they are updated before the sink is called).
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl CallState {
+    pub(crate) fn new(sink: Arc<dyn RunSink>, limits: LogLimits) -> CallState {
+        CallState {
+            cancelled: AtomicBool::new(false),
+            stop: Mutex::new(None),
+            wake: Condvar::new(),
+            phase: AtomicU8::new(RUNNING),
+            sink,
+            limits,
+            book: Mutex::new(LogBook::default()),
+        }
+    }
+
+    /// Raises the cancel flag (unless already raised) and wakes every `sleep`.
+    pub(crate) fn cancel(&self, reason: StopReason) {
+        let mut stop = lock(&self.stop);
+        if stop.is_none() {
+            *stop = Some(reason);
+            self.cancelled.store(true, Ordering::Release);
+        }
+        drop(stop);
+        self.wake.notify_all();
+    }
+
+    /// Called by the call's thread when the plugin returned; `true` if the host had already
+    /// abandoned it.
+    pub(crate) fn mark_finished(&self) -> bool {
+        self.phase
+            .compare_exchange(RUNNING, FINISHED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    }
+
+    /// Called by the host when it gives up; `false` if the thread finished first (its answer
+    /// is then on its way and the host should take it).
+    pub(crate) fn try_abandon(&self) -> bool {
+        self.phase
+            .compare_exchange(RUNNING, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Ends forwarding to the sink and writes the "dropped" notice, if any, as the last line.
+    /// Returns how many lines the limits dropped. Idempotent.
+    pub(crate) fn close_log(&self) -> u64 {
+        let mut book = lock(&self.book);
+        if !book.closed {
+            book.closed = true;
+            if book.dropped > 0 {
+                let notice = format!(
+                    "… {} further log lines dropped (this run reached its limit of {} lines or {} bytes)",
+                    book.dropped, self.limits.max_lines, self.limits.max_bytes
+                );
+                self.sink.log(LogLevel::WARN, &notice);
+            }
+        }
+        book.dropped
+    }
+}
+
+impl HostServices for CallState {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    fn sleep(&self, duration: Duration) -> bool {
+        // The condvar (not a poll loop) is what makes a cancel interrupt the sleep at once.
+        let until = Instant::now().checked_add(duration);
+        let mut stop = lock(&self.stop);
+        loop {
+            if stop.is_some() {
+                return true;
+            }
+            let now = Instant::now();
+            stop = match until {
+                Some(until) if now >= until => return false,
+                Some(until) => {
+                    self.wake
+                        .wait_timeout(stop, until - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self.wake.wait(stop).unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+    }
+
+    fn log(&self, level: LogLevel, message: &str) {
+        let mut book = lock(&self.book);
+        if book.closed {
+            return;
+        }
+        let line = truncate(message, self.limits.max_line_bytes);
+        let len = line.len() as u64;
+        if book.full
+            || book.lines >= self.limits.max_lines
+            || book.bytes.saturating_add(len) > self.limits.max_bytes
+        {
+            book.full = true;
+            book.dropped += 1;
+            return;
+        }
+        book.lines += 1;
+        book.bytes += len;
+        self.sink.log(level, &line);
+    }
+
+    fn progress(&self, done: u64, total: u64, note: &str) {
+        // Progress replaces rather than accumulates, so it needs no count limit; the note is
+        // bounded like a log line. The lock keeps it ordered with the log and out after close.
+        let book = lock(&self.book);
+        if book.closed {
+            return;
+        }
+        let note = truncate(note, self.limits.max_line_bytes);
+        self.sink.progress(done, total, &note);
+    }
+}
+
+/// Cuts `s` to at most `max` bytes (plus a marker) at a character boundary.
+fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … [{} more bytes cut]", &s[..end], s.len() - end).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+
+    #[derive(Default)]
+    struct Lines(StdMutex<Vec<String>>);
+
+    impl RunSink for Lines {
+        fn log(&self, _: LogLevel, message: &str) {
+            self.0.lock().unwrap().push(message.to_string());
+        }
+        fn progress(&self, _: u64, _: u64, _: &str) {}
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate("abc", 3), "abc");
+        assert_eq!(truncate("abcd", 3), "abc … [1 more bytes cut]");
+        // 'é' is two bytes; cutting inside it backs off to before it.
+        assert_eq!(truncate("aé", 2), "a … [2 more bytes cut]");
+    }
+
+    #[test]
+    fn limits_keep_a_prefix_and_close_with_a_notice() {
+        let sink = Arc::new(Lines::default());
+        let limits = LogLimits {
+            max_lines: 3,
+            max_bytes: 1000,
+            max_line_bytes: 10,
+        };
+        let state = CallState::new(sink.clone(), limits);
+        for i in 0..10 {
+            state.log(LogLevel::INFO, &format!("line {i}"));
+        }
+        assert_eq!(state.close_log(), 7);
+        state.log(LogLevel::INFO, "after close");
+        let lines = sink.0.lock().unwrap().clone();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(&lines[..3], ["line 0", "line 1", "line 2"]);
+        assert!(
+            lines[3].starts_with("… 7 further log lines dropped"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn the_byte_limit_stops_the_log_for_good() {
+        let sink = Arc::new(Lines::default());
+        let limits = LogLimits {
+            max_lines: 100,
+            max_bytes: 10,
+            max_line_bytes: 100,
+        };
+        let state = CallState::new(sink.clone(), limits);
+        state.log(LogLevel::INFO, "123456");
+        state.log(LogLevel::INFO, "123456"); // would exceed: dropped
+        state.log(LogLevel::INFO, "1"); // would fit, but the log is full: dropped too
+        assert_eq!(state.close_log(), 2);
+        assert_eq!(sink.0.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn cancel_wakes_a_sleeper_and_the_first_reason_wins() {
+        let state = Arc::new(CallState::new(
+            Arc::new(Lines::default()),
+            LogLimits::default(),
+        ));
+        assert!(!state.sleep(Duration::from_millis(1)));
+        let sleeper = {
+            let state = state.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                (state.sleep(Duration::from_secs(30)), t.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        state.cancel(StopReason::Shutdown);
+        state.cancel(StopReason::Timeout);
+        let (cancelled, slept) = sleeper.join().unwrap();
+        assert!(cancelled);
+        assert!(slept < Duration::from_secs(5), "{slept:?}");
+        assert!(state.is_cancelled());
+        assert_eq!(*state.stop.lock().unwrap(), Some(StopReason::Shutdown));
+    }
+
+    #[test]
+    fn finishing_and_abandoning_are_exclusive() {
+        let state = CallState::new(Arc::new(Lines::default()), LogLimits::default());
+        assert!(state.try_abandon());
+        assert!(state.mark_finished(), "the thread learns it was abandoned");
+        let state = CallState::new(Arc::new(Lines::default()), LogLimits::default());
+        assert!(!state.mark_finished());
+        assert!(!state.try_abandon());
+    }
+}
