@@ -1,5 +1,8 @@
 //! IANA time zones from the tz database bundled into takt.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use jiff::Timestamp;
 use jiff::tz::{AmbiguousOffset, TimeZone, TimeZoneDatabase};
 
@@ -18,7 +21,7 @@ pub fn tzdb_version() -> &'static str {
 /// build enabled jiff's system-zoneinfo feature, the global database would silently prefer the
 /// host's tzdata and nodes could disagree.
 fn db() -> &'static TimeZoneDatabase {
-    static DB: std::sync::OnceLock<TimeZoneDatabase> = std::sync::OnceLock::new();
+    static DB: OnceLock<TimeZoneDatabase> = OnceLock::new();
     DB.get_or_init(TimeZoneDatabase::bundled)
 }
 
@@ -38,13 +41,139 @@ pub struct ZoneError {
 /// Schedules keep the zone's *name* and its rules, never a fixed offset: an offset captured in
 /// winter is wrong all summer (the bug tokio-cron-scheduler shipped). Offsets are looked up per
 /// instant.
+///
+/// Cloning is cheap: the rules and a precomputed transition table are shared.
 #[derive(Clone, Debug)]
 pub struct Zone {
     tz: TimeZone,
-    name: Box<str>,
+    name: Arc<str>,
     /// The offset when the zone never changes it (UTC, `Etc/GMT-8`): the fast path that skips
     /// every tz lookup.
     fixed: Option<i32>,
+    /// The zone's transitions between 1900 and 2200, for lookups without jiff's per-call rule
+    /// evaluation (a next-fire search does two or three lookups; jiff evaluates POSIX rules for
+    /// future years on each). Outside that range, or for zones whose transitions are too close
+    /// together for the table's invariants, lookups go to jiff.
+    table: Option<Arc<Table>>,
+}
+
+/// First instant the transition table covers: 1900-01-01T00:00:00Z.
+const TABLE_LO: i64 = -2_208_988_800;
+/// First instant the table no longer covers: 2200-01-01T00:00:00Z.
+const TABLE_HI: i64 = 7_258_118_400;
+/// A margin so that local times near the table's ends are left to jiff.
+const TABLE_MARGIN: i64 = 2 * 86_400;
+
+/// The transitions of a zone inside `[TABLE_LO, TABLE_HI)`, in columns for cache-friendly
+/// binary searches.
+#[derive(Debug)]
+struct Table {
+    /// Transition instants, strictly increasing.
+    at: Box<[i64]>,
+    /// Offset in force before each transition.
+    before: Box<[i32]>,
+    /// Offset in force from each transition on.
+    after: Box<[i32]>,
+    /// Local time where each transition's ambiguous window starts (`at + min(before, after)`);
+    /// strictly increasing, and each window ends before the next starts.
+    local_start: Box<[i64]>,
+    /// The offset at `TABLE_LO`.
+    first: i32,
+}
+
+impl Table {
+    fn build(tz: &TimeZone) -> Option<Table> {
+        let lo = Timestamp::from_second(TABLE_LO).ok()?;
+        let first = tz.to_offset(lo).seconds();
+        let (mut at, mut before, mut after, mut local_start) = (vec![], vec![], vec![], vec![]);
+        let mut prev = first;
+        for tr in tz.following(lo) {
+            let t = tr.timestamp().as_second();
+            if t >= TABLE_HI {
+                break;
+            }
+            let next = tr.offset().seconds();
+            let start = t + i64::from(prev.min(next));
+            // The lookups below assume disjoint, ordered ambiguous windows.
+            if let (Some(&last_at), Some(&last_before), Some(&last_after)) =
+                (at.last(), before.last(), after.last())
+            {
+                let last_end = last_at + i64::from(std::cmp::max::<i32>(last_before, last_after));
+                if t <= last_at || start < last_end {
+                    return None;
+                }
+            }
+            at.push(t);
+            before.push(prev);
+            after.push(next);
+            local_start.push(start);
+            prev = next;
+        }
+        Some(Table {
+            at: at.into(),
+            before: before.into(),
+            after: after.into(),
+            local_start: local_start.into(),
+            first,
+        })
+    }
+
+    /// The offset at instant `t`, if the table covers it.
+    #[inline]
+    fn offset_at(&self, t: i64) -> Option<i32> {
+        if !(TABLE_LO..TABLE_HI).contains(&t) {
+            return None;
+        }
+        let i = self.at.partition_point(|&x| x <= t);
+        Some(if i == 0 {
+            self.first
+        } else {
+            self.after[i - 1]
+        })
+    }
+
+    /// How local (wall-clock) seconds map to instants, if the table covers them.
+    #[inline]
+    fn classify(&self, local: i64) -> Option<Local> {
+        if !(TABLE_LO + TABLE_MARGIN..TABLE_HI - TABLE_MARGIN).contains(&local) {
+            return None;
+        }
+        let i = self.local_start.partition_point(|&x| x <= local);
+        if i == 0 {
+            return Some(Local::Unique(self.first));
+        }
+        let (at, before, after) = (self.at[i - 1], self.before[i - 1], self.after[i - 1]);
+        if local < at + i64::from(before.max(after)) {
+            return Some(if after > before {
+                Local::Gap { before, after }
+            } else {
+                Local::Fold { before, after }
+            });
+        }
+        Some(Local::Unique(after))
+    }
+
+    /// The first transition after `t`, if the table can answer.
+    #[inline]
+    fn next_transition(&self, t: i64) -> Option<Option<i64>> {
+        if !(TABLE_LO..TABLE_HI).contains(&t) {
+            return None;
+        }
+        let i = self.at.partition_point(|&x| x <= t);
+        // Past the last transition in the table, a later one may exist beyond its range.
+        self.at.get(i).map(|&x| Some(x))
+    }
+
+    /// The last transition at or before `t`, if the table can answer.
+    #[inline]
+    fn prev_transition(&self, t: i64) -> Option<Option<i64>> {
+        if !(TABLE_LO..TABLE_HI).contains(&t) {
+            return None;
+        }
+        let i = self.at.partition_point(|&x| x <= t);
+        // Before the first transition in the table, an earlier one may exist before its range.
+        (i > 0).then(|| Some(self.at[i - 1]))
+    }
 }
 
 impl PartialEq for Zone {
@@ -73,22 +202,40 @@ impl Zone {
             tz: TimeZone::UTC,
             name: "UTC".into(),
             fixed: Some(0),
+            table: None,
         }
     }
 
     /// Looks a zone up by IANA name (case-insensitive) in the bundled database.
+    ///
+    /// Zones are built once per process and shared: a host with a million jobs in one zone
+    /// holds one copy of its rules and transition table.
     pub fn get(name: &str) -> Result<Zone, ZoneError> {
-        let db = db();
+        static CACHE: OnceLock<Mutex<HashMap<String, Zone>>> = OnceLock::new();
         let trimmed = name.trim();
-        match db.get(trimmed) {
+        let key = trimmed.to_ascii_lowercase();
+        let cache = CACHE.get_or_init(Mutex::default);
+        if let Some(z) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(z);
+        }
+        match db().get(trimmed) {
             Ok(tz) if !trimmed.is_empty() => {
                 let canonical = tz.iana_name().unwrap_or(trimmed).to_string();
                 let fixed = tz.to_fixed_offset().ok().map(|o| o.seconds());
-                Ok(Zone {
+                let table = match fixed {
+                    Some(_) => None,
+                    None => Table::build(&tz).map(Arc::new),
+                };
+                let zone = Zone {
                     tz,
                     name: canonical.into(),
                     fixed,
-                })
+                    table,
+                };
+                if let Ok(mut c) = cache.lock() {
+                    c.insert(key, zone.clone());
+                }
+                Ok(zone)
             }
             _ => Err(ZoneError {
                 name: name.to_string(),
@@ -112,12 +259,15 @@ impl Zone {
     /// The UTC offset in seconds at an instant (seconds since the epoch).
     #[inline]
     pub(crate) fn offset_at(&self, t: i64) -> i32 {
-        match self.fixed {
-            Some(o) => o,
-            None => match Timestamp::from_second(t) {
-                Ok(ts) => self.tz.to_offset(ts).seconds(),
-                Err(_) => 0,
-            },
+        if let Some(o) = self.fixed {
+            return o;
+        }
+        if let Some(o) = self.table.as_ref().and_then(|tb| tb.offset_at(t)) {
+            return o;
+        }
+        match Timestamp::from_second(t) {
+            Ok(ts) => self.tz.to_offset(ts).seconds(),
+            Err(_) => 0,
         }
     }
 
@@ -133,6 +283,18 @@ impl Zone {
         if let Some(o) = self.fixed {
             return Local::Unique(o);
         }
+        if let Some(l) = self
+            .table
+            .as_ref()
+            .and_then(|tb| tb.classify(c.to_epoch_seconds()))
+        {
+            return l;
+        }
+        self.classify_slow(c)
+    }
+
+    /// [`Zone::classify`] through jiff, for times the table does not cover.
+    fn classify_slow(&self, c: Civil) -> Local {
         match self.tz.to_ambiguous_timestamp(c.to_jiff()).offset() {
             AmbiguousOffset::Unambiguous { offset } => Local::Unique(offset.seconds()),
             AmbiguousOffset::Gap { before, after } => Local::Gap {
@@ -151,6 +313,9 @@ impl Zone {
         if self.fixed.is_some() {
             return None;
         }
+        if let Some(answer) = self.table.as_ref().and_then(|tb| tb.next_transition(t)) {
+            return answer;
+        }
         let ts = Timestamp::from_second(t).ok()?;
         self.tz
             .following(ts)
@@ -162,6 +327,9 @@ impl Zone {
     pub(crate) fn prev_transition(&self, t: i64) -> Option<i64> {
         if self.fixed.is_some() {
             return None;
+        }
+        if let Some(answer) = self.table.as_ref().and_then(|tb| tb.prev_transition(t)) {
+            return answer;
         }
         let ts = Timestamp::from_second(t + 1).ok()?;
         self.tz
@@ -243,6 +411,79 @@ mod tests {
         assert!(e.starts_with("unknown time zone \"\""), "{e}");
         let e = Zone::get("+08:00").unwrap_err().to_string();
         assert!(e.contains("IANA name"), "{e}");
+    }
+
+    /// The transition table must answer exactly as jiff does, in zones with ordinary DST,
+    /// half-hour DST, negative DST, a skipped day and large historical changes.
+    #[test]
+    fn the_transition_table_agrees_with_jiff() {
+        let zones = [
+            "Europe/Berlin",
+            "America/New_York",
+            "Australia/Lord_Howe",
+            "Africa/Cairo",
+            "America/Santiago",
+            "Asia/Tehran",
+            "Europe/Dublin",
+            "Pacific/Apia",
+            "Antarctica/Troll",
+            "America/St_Johns",
+            "Asia/Kolkata",
+            "Europe/Moscow",
+        ];
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for name in zones {
+            let z = Zone::get(name).unwrap();
+            let table = z
+                .table
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name}: no table"));
+            // Random instants across the table's range, plus every transition and its
+            // neighbourhood.
+            let mut probes: Vec<i64> = (0..4000)
+                .map(|_| TABLE_LO + (next() % (TABLE_HI - TABLE_LO) as u64) as i64)
+                .collect();
+            for &t in table.at.iter() {
+                probes.extend([t - 3601, t - 1, t, t + 1, t + 1799, t + 3600]);
+            }
+            for t in probes {
+                let ts = Timestamp::from_second(t).unwrap();
+                assert_eq!(
+                    z.offset_at(t),
+                    z.tz.to_offset(ts).seconds(),
+                    "{name} offset at {ts}"
+                );
+                let jiff_next = z.tz.following(ts).next().map(|x| x.timestamp().as_second());
+                if let Some(Some(n)) = table.next_transition(t) {
+                    assert_eq!(Some(n), jiff_next, "{name} next after {ts}");
+                }
+                for delta in [0i64, 1800, 3600, -1800] {
+                    let local = Civil::from_epoch_seconds(t + i64::from(z.offset_at(t)) + delta);
+                    assert_eq!(
+                        z.classify(local),
+                        z.classify_slow(local),
+                        "{name} classify {local}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zones_are_built_once_and_shared() {
+        let a = Zone::get("Europe/Berlin").unwrap();
+        let b = Zone::get(" europe/berlin ").unwrap();
+        assert!(Arc::ptr_eq(
+            a.table.as_ref().unwrap(),
+            b.table.as_ref().unwrap()
+        ));
+        assert!(Zone::get("UTC").unwrap().table.is_none());
     }
 
     #[test]
