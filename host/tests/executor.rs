@@ -702,3 +702,31 @@ async fn a_chatty_plugin_is_capped() {
     assert!(lines[0].1.len() < (64 << 10) + 100, "{}", lines[0].1.len());
     assert!(lines[0].1.contains("more bytes cut"));
 }
+
+/// A handler that leaves a thread behind (holding the context and the tracing dispatcher):
+/// once the call has returned — normally or by panicking — nothing that thread does may reach
+/// the host, and the host must not crash when it tries.
+#[tokio::test]
+async fn a_thread_left_behind_cannot_reach_the_host_after_the_call() {
+    let exec = executor(1, 500);
+    for panic in [false, true] {
+        let rec = Arc::new(Recorder::default());
+        let report = exec
+            .run(testing("straggler", json!({ "panic": panic })), rec.clone())
+            .await;
+        let expected = if panic { "failed" } else { "succeeded" };
+        assert_eq!(report.outcome.state_name(), expected, "{report:?}");
+        // The straggler logs for 300 ms after the call; give it all that time and more.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let lines = rec.lines();
+        assert!(
+            lines.iter().any(|(_, l)| l == "straggler returns"),
+            "{lines:?}"
+        );
+        assert!(
+            lines.iter().all(|(_, l)| !l.contains("late")),
+            "a late line reached the host: {lines:?}"
+        );
+        assert!(rec.progress.lock().unwrap().is_empty());
+    }
+}

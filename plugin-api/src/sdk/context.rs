@@ -22,9 +22,10 @@ struct Inner {
     /// `Some` while the call is running. The read lock is held for the duration of every
     /// callback so that closing waits for callbacks in flight.
     raw: RwLock<Option<HostCtxRef>>,
-    job_id: String,
-    job_name: String,
-    run_id: String,
+    /// `job_id`, `job_name` and `run_id` back to back: one allocation per call, not three.
+    ids: Box<str>,
+    /// Where `job_id` ends and `job_name` ends in `ids`.
+    ends: [usize; 2],
     attempt: u32,
     fire_time_unix_ms: i64,
     deadline_unix_ms: i64,
@@ -40,11 +41,19 @@ unsafe impl Sync for Inner {}
 impl JobContext {
     /// Copies what it exposes out of the host's table: the strings there are only borrowed.
     pub(crate) fn open(raw: HostCtxRef) -> JobContext {
+        let (job_id, job_name, run_id) = (
+            raw.job_id().as_str(),
+            raw.job_name().as_str(),
+            raw.run_id().as_str(),
+        );
+        let mut ids = String::with_capacity(job_id.len() + job_name.len() + run_id.len());
+        ids.push_str(job_id);
+        ids.push_str(job_name);
+        ids.push_str(run_id);
         JobContext {
             inner: Arc::new(Inner {
-                job_id: raw.job_id().as_str().to_string(),
-                job_name: raw.job_name().as_str().to_string(),
-                run_id: raw.run_id().as_str().to_string(),
+                ids: ids.into_boxed_str(),
+                ends: [job_id.len(), job_id.len() + job_name.len()],
                 attempt: raw.attempt(),
                 fire_time_unix_ms: raw.fire_time_unix_ms(),
                 deadline_unix_ms: raw.deadline_unix_ms(),
@@ -67,17 +76,17 @@ impl JobContext {
 
     /// The job's id.
     pub fn job_id(&self) -> &str {
-        &self.inner.job_id
+        &self.inner.ids[..self.inner.ends[0]]
     }
 
     /// The job's name.
     pub fn job_name(&self) -> &str {
-        &self.inner.job_name
+        &self.inner.ids[self.inner.ends[0]..self.inner.ends[1]]
     }
 
     /// The run's id.
     pub fn run_id(&self) -> &str {
-        &self.inner.run_id
+        &self.inner.ids[self.inner.ends[1]..]
     }
 
     /// 1 for the first attempt, 2 for the first retry, …
@@ -155,9 +164,9 @@ impl JobContext {
 impl std::fmt::Debug for JobContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobContext")
-            .field("job_id", &self.inner.job_id)
-            .field("job_name", &self.inner.job_name)
-            .field("run_id", &self.inner.run_id)
+            .field("job_id", &self.job_id())
+            .field("job_name", &self.job_name())
+            .field("run_id", &self.run_id())
             .field("attempt", &self.inner.attempt)
             .finish_non_exhaustive()
     }

@@ -8,9 +8,10 @@
 //! `with_default`).
 
 use std::fmt::{self, Write as _};
+use std::sync::{Arc, RwLock};
 
 use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber, span};
+use tracing::{Dispatch, Event, Level, Subscriber, span};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
@@ -46,8 +47,12 @@ impl Visit for LineVisitor {
 /// Span fields, formatted once when the span is created.
 struct SpanFields(String);
 
+/// The run whose log the layer writes to; shared between a thread's dispatcher and every
+/// clone of it (threads the handler spawns and hands the dispatcher to).
+type Slot = Arc<RwLock<Option<JobContext>>>;
+
 struct ContextLayer {
-    ctx: JobContext,
+    slot: Slot,
 }
 
 impl<S> Layer<S> for ContextLayer
@@ -86,14 +91,50 @@ where
             Level::WARN => LogLevel::WARN,
             Level::ERROR => LogLevel::ERROR,
         };
-        self.ctx.log(level, &line);
+        if let Ok(slot) = self.slot.read()
+            && let Some(ctx) = slot.as_ref()
+        {
+            ctx.log(level, &line);
+        }
     }
+}
+
+thread_local! {
+    /// One dispatcher per host thread, built on first use. Building a dispatcher registers it
+    /// with tracing-core's callsite registry (re-evaluating every callsite's interest), which
+    /// cost several microseconds per call when it was done per call; switching the run in a
+    /// slot costs a lock.
+    static DISPATCH: (Dispatch, Slot) = {
+        let slot: Slot = Arc::default();
+        let subscriber = Registry::default()
+            .with(tracing_subscriber::filter::LevelFilter::DEBUG)
+            .with(ContextLayer { slot: slot.clone() });
+        (Dispatch::new(subscriber), slot)
+    };
 }
 
 /// Runs `f` with `tracing` events on this thread forwarded to the run log (debug and above).
 pub(crate) fn with_run_log<R>(ctx: &JobContext, f: impl FnOnce() -> R) -> R {
-    let subscriber = Registry::default()
-        .with(tracing_subscriber::filter::LevelFilter::DEBUG)
-        .with(ContextLayer { ctx: ctx.clone() });
-    tracing::subscriber::with_default(subscriber, f)
+    let Ok((dispatch, slot)) = DISPATCH.try_with(|(d, s)| (d.clone(), s.clone())) else {
+        // The thread is being torn down: run without forwarding rather than not at all.
+        return f();
+    };
+    set(&slot, Some(ctx.clone()));
+    // Cleared on the way out even when `f` panics (the SDK's guard catches it further up).
+    let _clear = Clear(slot);
+    tracing::dispatcher::with_default(&dispatch, f)
+}
+
+struct Clear(Slot);
+
+impl Drop for Clear {
+    fn drop(&mut self) {
+        set(&self.0, None);
+    }
+}
+
+fn set(slot: &Slot, value: Option<JobContext>) {
+    if let Ok(mut s) = slot.write() {
+        *s = value;
+    }
 }

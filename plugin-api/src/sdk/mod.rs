@@ -304,10 +304,40 @@ async fn until_cancelled(ctx: JobContext) {
 
 fn decode<P: DeserializeOwned>(params: &str) -> Result<P, JobError> {
     if params.trim().is_empty() {
-        // No params: an all-defaults struct reads `{}`, a unit or Option reads `null`.
-        return decode_text::<P>("{}").or_else(|first| decode_text::<P>("null").map_err(|_| first));
+        // No params: a unit or Option reads "nothing", an all-defaults struct reads `{}`. Both
+        // trials use an error type that does not allocate, so a handler without params pays
+        // nothing for the one that does not fit; only when neither fits is the detailed
+        // message built.
+        use serde::de::value::{MapDeserializer, UnitDeserializer};
+        if let Ok(p) = P::deserialize(UnitDeserializer::<Mismatch>::new()) {
+            return Ok(p);
+        }
+        let empty = MapDeserializer::<_, Mismatch>::new(std::iter::empty::<((), ())>());
+        if let Ok(p) = P::deserialize(empty) {
+            return Ok(p);
+        }
+        return decode_text("{}");
     }
     decode_text(params)
+}
+
+/// A deserialisation error that carries nothing (and so allocates nothing): used for trial
+/// decodes whose failure is not reported.
+#[derive(Debug)]
+struct Mismatch;
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("mismatch")
+    }
+}
+
+impl std::error::Error for Mismatch {}
+
+impl serde::de::Error for Mismatch {
+    fn custom<T: std::fmt::Display>(_: T) -> Mismatch {
+        Mismatch
+    }
 }
 
 fn decode_text<P: DeserializeOwned>(text: &str) -> Result<P, JobError> {
@@ -396,12 +426,21 @@ extern "C" fn run(
     params_json: RStr<'_>,
     raw: HostCtxRef,
 ) -> RResult<RString, PluginError> {
-    let outcome = guard::guard(|| {
-        let ctx = JobContext::open(raw);
-        let result = dispatch(handler.as_str(), params_json.as_str(), &ctx);
-        ctx.close();
-        result
-    });
+    let ctx = match guard::guard(|| JobContext::open(raw)) {
+        Ok(ctx) => ctx,
+        Err(panic) => {
+            return RErr(PluginError {
+                kind: ErrorKind::PANICKED,
+                message: format!("the sdk could not set up the call: {panic}").into(),
+                retryable: true,
+                data: ROption::RNone,
+            });
+        }
+    };
+    let outcome = guard::guard(|| dispatch(handler.as_str(), params_json.as_str(), &ctx));
+    // Closed whether the handler returned or panicked: from here on nothing the handler left
+    // behind (a thread, a task, a clone of the context) can reach the host's call state.
+    ctx.close();
     match outcome {
         Ok(Ok(json)) => ROk(json.into()),
         Ok(Err(e)) => RErr(e.into_abi()),

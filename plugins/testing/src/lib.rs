@@ -15,6 +15,7 @@
 //! | `fail`     | `{ "message", "retryable" = false }`     | fails with data `{ "hint": "test" }`        |
 //! | `echo`     | any JSON                                 | the params and the run's facts              |
 //! | `noop`     | none                                     | `null`: the cheapest call, for benchmark B10 |
+//! | `straggler`| `{ "panic" = false }`                    | leaves a thread that logs after the call    |
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -43,6 +44,45 @@ fn plugin() -> Plugin {
         .handler("fail", "fails with the given message", fail)
         .handler("echo", "returns its params and the facts of the run", echo)
         .handler("noop", "does nothing (measures the cost of a call)", noop)
+        .handler(
+            "straggler",
+            "leaves a thread behind that keeps using the context after the call",
+            straggler,
+        )
+}
+
+/// Params of `straggler`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StragglerParams {
+    /// Panic after spawning the thread instead of returning.
+    #[serde(default)]
+    panic: bool,
+}
+
+/// `testing::straggler`: spawns a thread holding a clone of the context (and the tracing
+/// dispatcher) that logs, reports progress and polls cancellation for 300 ms after the call
+/// has returned (or panicked). The SDK must have closed the context by then, so none of it may
+/// reach the host.
+fn straggler(ctx: &JobContext, p: StragglerParams) -> Result<(), JobError> {
+    let late = ctx.clone();
+    let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+    std::thread::spawn(move || {
+        tracing::dispatcher::with_default(&dispatch, || {
+            for i in 0..30 {
+                std::thread::sleep(Duration::from_millis(10));
+                late.info(&format!("late line {i}"));
+                tracing::info!("late tracing line {i}");
+                late.progress(i, 30, "late");
+                let _ = late.is_cancelled();
+            }
+        });
+    });
+    ctx.info("straggler returns");
+    if p.panic {
+        panic!("straggler panics after spawning");
+    }
+    Ok(())
 }
 
 /// `testing::noop`: no params, returns `null`. Benchmark B10 measures the host-to-plugin call
