@@ -79,6 +79,40 @@ struct Table {
     local_start: Box<[i64]>,
     /// The offset at `TABLE_LO`.
     first: i32,
+    /// For each 2^22-second bucket (~48.5 days) from `TABLE_LO`, how many entries of `at` lie
+    /// before the bucket: a lookup starts there and steps over the one or two transitions a
+    /// bucket can hold, instead of a binary search (the searches were most of the cost of a
+    /// next-fire in a DST zone).
+    at_bucket: Box<[u32]>,
+    /// The same for `local_start`.
+    local_bucket: Box<[u32]>,
+}
+
+/// log2 of the bucket width of [`Table::at_bucket`].
+const BUCKET_SHIFT: u32 = 22;
+
+/// Number of buckets covering `[TABLE_LO, TABLE_HI)`.
+const BUCKETS: usize = (((TABLE_HI - TABLE_LO) >> BUCKET_SHIFT) + 1) as usize;
+
+fn buckets(values: &[i64]) -> Box<[u32]> {
+    (0..BUCKETS)
+        .map(|b| {
+            let start = TABLE_LO + ((b as i64) << BUCKET_SHIFT);
+            values.partition_point(|&v| v < start) as u32
+        })
+        .collect()
+}
+
+/// How many of `values` (sorted) are `<= x`, starting from `x`'s bucket; `x` must lie in
+/// `[TABLE_LO, TABLE_HI)`.
+#[inline]
+fn count_le(values: &[i64], buckets: &[u32], x: i64) -> usize {
+    let b = ((x - TABLE_LO) >> BUCKET_SHIFT) as usize;
+    let mut i = buckets[b] as usize;
+    while i < values.len() && values[i] <= x {
+        i += 1;
+    }
+    i
 }
 
 impl Table {
@@ -110,6 +144,8 @@ impl Table {
             prev = next;
         }
         Some(Table {
+            at_bucket: buckets(&at),
+            local_bucket: buckets(&local_start),
             at: at.into(),
             before: before.into(),
             after: after.into(),
@@ -124,7 +160,7 @@ impl Table {
         if !(TABLE_LO..TABLE_HI).contains(&t) {
             return None;
         }
-        let i = self.at.partition_point(|&x| x <= t);
+        let i = count_le(&self.at, &self.at_bucket, t);
         Some(if i == 0 {
             self.first
         } else {
@@ -138,7 +174,7 @@ impl Table {
         if !(TABLE_LO + TABLE_MARGIN..TABLE_HI - TABLE_MARGIN).contains(&local) {
             return None;
         }
-        let i = self.local_start.partition_point(|&x| x <= local);
+        let i = count_le(&self.local_start, &self.local_bucket, local);
         if i == 0 {
             return Some(Local::Unique(self.first));
         }
@@ -159,7 +195,7 @@ impl Table {
         if !(TABLE_LO..TABLE_HI).contains(&t) {
             return None;
         }
-        let i = self.at.partition_point(|&x| x <= t);
+        let i = count_le(&self.at, &self.at_bucket, t);
         // Past the last transition in the table, a later one may exist beyond its range.
         self.at.get(i).map(|&x| Some(x))
     }
@@ -170,7 +206,7 @@ impl Table {
         if !(TABLE_LO..TABLE_HI).contains(&t) {
             return None;
         }
-        let i = self.at.partition_point(|&x| x <= t);
+        let i = count_le(&self.at, &self.at_bucket, t);
         // Before the first transition in the table, an earlier one may exist before its range.
         (i > 0).then(|| Some(self.at[i - 1]))
     }
