@@ -52,6 +52,22 @@ pub fn call(
     info: &CallInfo<'_>,
     services: &dyn HostServices,
 ) -> Result<String, PluginError> {
+    with_table(info, services, |ctx| {
+        (plugin.run())(RStr::from_str(handler), RStr::from_str(params_json), ctx)
+            .into_result()
+            .map(|s| s.into_string())
+    })
+}
+
+/// Builds the callback table for one call on this stack frame and hands it to `f`.
+///
+/// The table (and the `services` it points to) is valid exactly while `f` runs; `f` must not
+/// let the reference escape (the SDK's context is closed before its entry points return).
+pub(crate) fn with_table<R>(
+    info: &CallInfo<'_>,
+    services: &dyn HostServices,
+    f: impl FnOnce(HostCtxRef) -> R,
+) -> R {
     // A thin pointer to the fat `&dyn` on our stack: the callbacks cast it back.
     let services_ref: &dyn HostServices = services;
     let host = &services_ref as *const &dyn HostServices as *const c_void;
@@ -69,12 +85,9 @@ pub fn call(
         progress: cb_progress,
     });
     // SAFETY: the prefix reference points into `table`, which lives on this stack frame until
-    // after the plugin's `run` has returned; the SDK closes its context before returning and
-    // the ABI contract forbids plugins to keep the table past the call.
-    let ctx = HostCtxRef(unsafe { table.as_prefix() });
-    (plugin.run())(RStr::from_str(handler), RStr::from_str(params_json), ctx)
-        .into_result()
-        .map(|s| s.into_string())
+    // `f` has returned; the SDK closes its context before returning and the ABI contract
+    // forbids plugins to keep the table past the call.
+    f(HostCtxRef(unsafe { table.as_prefix() }))
 }
 
 /// The table's strings are borrowed for the call only; the `'static` is the ABI's contract,

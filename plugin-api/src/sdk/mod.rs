@@ -25,6 +25,7 @@
 mod context;
 mod guard;
 mod log_layer;
+pub mod testing;
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -36,6 +37,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use context::JobContext;
+pub use testing::TestHost;
 
 use crate::abi::{
     API_VERSION, ErrorKind, HandlerInfo, HandlerInfoRef, HostCtxRef, PluginError, PluginMod,
