@@ -7,11 +7,16 @@
 //! scheduling in milliseconds and lets every backend share one set of rules.
 //!
 //! Entry points: [`schedule::Schedule`] (a rule plus an IANA zone plus a DST policy) and its
-//! [`schedule::Schedule::next_after`].
+//! [`schedule::Schedule::next_after`]; [`job::JobDef`], the job model; [`run::Run`] and
+//! [`run::transition`], the run state machine; [`policy::misfire::plan`] (what becomes of due
+//! and missed fires), [`policy::overlap::decide`] and [`policy::RetryPolicy`].
 
 #![forbid(unsafe_code)]
 
 pub mod civil;
+pub mod job;
+pub mod policy;
+pub mod run;
 pub mod schedule;
 
 pub use jiff::Timestamp;

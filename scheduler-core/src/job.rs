@@ -1,0 +1,489 @@
+//! Job definitions: what runs, when, and under which policies.
+//!
+//! A [`JobDef`] holds every field of requirements.md "Jobs and runs", including those whose
+//! behaviour comes later (group, dependencies, node tag, application, owner): the model holds
+//! them now so storage and the API need no migration when the behaviour lands.
+//!
+//! Invariants of single values live in their types ([`JobName`], [`Priority`], the policies,
+//! [`Schedule`]); rules that span fields or free-text limits are checked by
+//! [`JobDef::validate`], which [`JobDef::new`] and every store write run. Fields are public so
+//! the host can fill a definition from storage or a DTO without a builder per field; whoever
+//! changes them calls `validate` again before saving.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
+use crate::schedule::Schedule;
+
+/// The longest job name, label (group, node tag, application, owner) or handler type.
+pub const MAX_NAME_CHARS: usize = 200;
+/// The longest description.
+pub const MAX_DESCRIPTION_CHARS: usize = 4000;
+
+/// A job's id in its store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobId(pub i64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Why a job definition was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// A required text field is empty.
+    #[error("job {field} is empty; give it a value")]
+    Empty {
+        /// The field (`name`, `handler_type`, …).
+        field: &'static str,
+    },
+    /// A text field is too long.
+    #[error("job {field} has {chars} characters; the maximum is {max}")]
+    TooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length in characters.
+        chars: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// A text field holds a control character (a newline, a tab, NUL …).
+    #[error(
+        "job {field} contains a control character at position {position}; use printable text \
+         on one line"
+    )]
+    ControlChar {
+        /// The field.
+        field: &'static str,
+        /// The character index (from 0).
+        position: usize,
+    },
+    /// A text field starts or ends with whitespace, which makes names that look equal differ.
+    #[error("job {field} starts or ends with whitespace; trim it")]
+    Untrimmed {
+        /// The field.
+        field: &'static str,
+    },
+    /// A priority outside 0..=999.
+    #[error("job priority {value} is out of range; use 0 (runs first) to 999 (runs last)")]
+    Priority {
+        /// The value as given.
+        value: String,
+    },
+    /// A zero timeout.
+    #[error("job timeout is zero; give at least 1s, or no timeout")]
+    ZeroTimeout,
+    /// An effective date at or after the expiry.
+    #[error(
+        "job effective_from {from} is not before expires_at {until}; move one of them or drop it"
+    )]
+    Validity {
+        /// The effective date.
+        from: Timestamp,
+        /// The expiry.
+        until: Timestamp,
+    },
+    /// A job that depends on itself.
+    #[error("job {name} lists itself in its dependencies; remove it")]
+    SelfDependency {
+        /// The job's name.
+        name: String,
+    },
+    /// A dependency listed twice.
+    #[error("job dependency {name} is listed twice; list each dependency once")]
+    DuplicateDependency {
+        /// The repeated name.
+        name: String,
+    },
+    /// Parameters that are not a JSON object or array.
+    #[error(
+        "job params_json does not look like JSON (it must start with {{ or [); write e.g. {{}} \
+         for no parameters"
+    )]
+    Params,
+}
+
+/// A job's unique name: 1 to 200 characters, no control characters, no surrounding spaces.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobName(String);
+
+impl JobName {
+    /// Checks the rules above; the error names the rule broken.
+    pub fn new(name: &str) -> Result<JobName, JobError> {
+        check_label("name", name)?;
+        Ok(JobName(name.to_string()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for JobName {
+    type Err = JobError;
+
+    fn from_str(s: &str) -> Result<Self, JobError> {
+        JobName::new(s)
+    }
+}
+
+/// The order of runs due together: 0 runs first, 999 last (seed 004); default 500.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Priority(u16);
+
+impl Priority {
+    /// The highest priority (runs first).
+    pub const FIRST: Priority = Priority(0);
+    /// The lowest priority (runs last).
+    pub const LAST: Priority = Priority(999);
+
+    /// Checks `0..=999`.
+    pub fn new(value: u16) -> Result<Priority, JobError> {
+        if value > 999 {
+            return Err(JobError::Priority {
+                value: value.to_string(),
+            });
+        }
+        Ok(Priority(value))
+    }
+
+    /// The value.
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority(500)
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for Priority {
+    type Err = JobError;
+
+    fn from_str(s: &str) -> Result<Self, JobError> {
+        let bad = || JobError::Priority {
+            value: s.to_string(),
+        };
+        let v: u16 = s.trim().parse().map_err(|_| bad())?;
+        Priority::new(v).map_err(|_| bad())
+    }
+}
+
+/// A job definition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobDef {
+    /// The id (`None` until stored).
+    pub id: Option<JobId>,
+    /// The unique name.
+    pub name: JobName,
+    /// The group (seed 004 WorkerGroupID); behaviour arrives with groups.
+    pub group: Option<String>,
+    /// What runs: `plugin::handler`, or a seed-style `Namespace.Class, Assembly`.
+    pub handler_type: String,
+    /// The handler's parameters as JSON text; parsed and checked by the host, which owns serde.
+    pub params_json: String,
+    /// When it fires, in its zone; `None` for a job that runs only when triggered.
+    pub schedule: Option<Schedule>,
+    /// Whether it fires at all.
+    pub enabled: bool,
+    /// No fires before this instant.
+    pub effective_from: Option<Timestamp>,
+    /// No fires at or after this instant.
+    pub expires_at: Option<Timestamp>,
+    /// How long an attempt may run (`None`: no limit).
+    pub timeout: Option<Duration>,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Missed fires.
+    pub misfire: MisfirePolicy,
+    /// Fires while a run is going.
+    pub overlap: OverlapPolicy,
+    /// Order among runs due together.
+    pub priority: Priority,
+    /// Jobs whose run for the same period must succeed first (seed 004 WorkerDependency).
+    pub dependencies: Vec<JobName>,
+    /// Only nodes with this tag run the job (seed 004 DispatcherID).
+    pub node_tag: Option<String>,
+    /// The business application it belongs to (seed 004 ApplicationName).
+    pub application: Option<String>,
+    /// Who to ask when it fails (seed 004 Owner).
+    pub owner: Option<String>,
+    /// Free text.
+    pub description: Option<String>,
+    /// The next fire time the loop will act on (kept by the store).
+    pub next_fire: Option<Timestamp>,
+    /// Bumped by every update; stores compare-and-set on it.
+    pub version: u64,
+    /// When it was last changed (set by the store from its clock).
+    pub updated_at: Option<Timestamp>,
+}
+
+impl JobDef {
+    /// A manual-only, enabled job with default policies and parameters `{}`; set the other
+    /// fields, then [`JobDef::validate`].
+    pub fn new(name: &str, handler_type: &str) -> Result<JobDef, JobError> {
+        let job = JobDef {
+            id: None,
+            name: JobName::new(name)?,
+            group: None,
+            handler_type: handler_type.to_string(),
+            params_json: "{}".to_string(),
+            schedule: None,
+            enabled: true,
+            effective_from: None,
+            expires_at: None,
+            timeout: None,
+            retry: RetryPolicy::default(),
+            misfire: MisfirePolicy::default(),
+            overlap: OverlapPolicy::default(),
+            priority: Priority::default(),
+            dependencies: Vec::new(),
+            node_tag: None,
+            application: None,
+            owner: None,
+            description: None,
+            next_fire: None,
+            version: 0,
+            updated_at: None,
+        };
+        job.validate()?;
+        Ok(job)
+    }
+
+    /// The same job on `schedule`.
+    pub fn with_schedule(mut self, schedule: Schedule) -> JobDef {
+        self.schedule = Some(schedule);
+        self
+    }
+
+    /// Checks every rule that a field's type cannot: label lengths and characters, the
+    /// validity window, the timeout, the dependency list, the shape of the parameters.
+    pub fn validate(&self) -> Result<(), JobError> {
+        check_label("handler_type", &self.handler_type)?;
+        for (field, value) in [
+            ("group", &self.group),
+            ("node_tag", &self.node_tag),
+            ("application", &self.application),
+            ("owner", &self.owner),
+        ] {
+            if let Some(v) = value {
+                check_label(field, v)?;
+            }
+        }
+        if let Some(d) = &self.description {
+            check_len("description", d, MAX_DESCRIPTION_CHARS)?;
+        }
+        let p = self.params_json.trim_start();
+        if !(p.starts_with('{') || p.starts_with('[')) {
+            return Err(JobError::Params);
+        }
+        if self.timeout == Some(Duration::ZERO) {
+            return Err(JobError::ZeroTimeout);
+        }
+        if let (Some(from), Some(until)) = (self.effective_from, self.expires_at)
+            && from >= until
+        {
+            return Err(JobError::Validity { from, until });
+        }
+        for (i, d) in self.dependencies.iter().enumerate() {
+            if *d == self.name {
+                return Err(JobError::SelfDependency {
+                    name: self.name.to_string(),
+                });
+            }
+            if self.dependencies[..i].contains(d) {
+                return Err(JobError::DuplicateDependency {
+                    name: d.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the job may fire at `at`: enabled and inside its validity window.
+    pub fn may_fire_at(&self, at: Timestamp) -> bool {
+        self.enabled
+            && self.effective_from.is_none_or(|f| at >= f)
+            && self.expires_at.is_none_or(|u| at < u)
+    }
+}
+
+fn check_len(field: &'static str, value: &str, max: usize) -> Result<(), JobError> {
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(JobError::TooLong { field, chars, max });
+    }
+    Ok(())
+}
+
+/// Non-empty, at most [`MAX_NAME_CHARS`], no control characters, no surrounding whitespace.
+fn check_label(field: &'static str, value: &str) -> Result<(), JobError> {
+    if value.is_empty() {
+        return Err(JobError::Empty { field });
+    }
+    check_len(field, value, MAX_NAME_CHARS)?;
+    if let Some(position) = value.chars().position(char::is_control) {
+        return Err(JobError::ControlChar { field, position });
+    }
+    if value.trim() != value {
+        return Err(JobError::Untrimmed { field });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::MisfireAction;
+    use crate::schedule::cron::CronExpr;
+    use crate::schedule::{Rule, Zone};
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn job() -> JobDef {
+        JobDef::new("archive", "examples::archive").unwrap()
+    }
+
+    #[test]
+    fn defaults() {
+        let j = job();
+        assert_eq!(j.priority.get(), 500);
+        assert!(j.enabled);
+        assert_eq!(j.schedule, None);
+        assert_eq!(j.params_json, "{}");
+        assert_eq!(j.overlap, OverlapPolicy::Skip);
+        assert_eq!(j.misfire.action, MisfireAction::Skip);
+        assert_eq!(j.retry.max_retries, 0);
+        assert_eq!(j.version, 0);
+    }
+
+    #[test]
+    fn names_say_which_rule_they_break() {
+        let e = |n: &str| JobName::new(n).unwrap_err().to_string();
+        assert_eq!(e(""), "job name is empty; give it a value");
+        assert_eq!(
+            e(&"x".repeat(201)),
+            "job name has 201 characters; the maximum is 200"
+        );
+        assert!(
+            JobName::new(&"é".repeat(200)).is_ok(),
+            "characters, not bytes"
+        );
+        assert_eq!(
+            e("a\nb"),
+            "job name contains a control character at position 1; use printable text on one line"
+        );
+        assert_eq!(e(" a"), "job name starts or ends with whitespace; trim it");
+        assert_eq!(
+            "nightly report".parse::<JobName>().unwrap().as_str(),
+            "nightly report"
+        );
+    }
+
+    #[test]
+    fn priorities() {
+        assert_eq!(Priority::new(0), Ok(Priority::FIRST));
+        assert_eq!(Priority::new(999), Ok(Priority::LAST));
+        assert!(Priority::FIRST < Priority::default());
+        assert_eq!(
+            Priority::new(1000).unwrap_err().to_string(),
+            "job priority 1000 is out of range; use 0 (runs first) to 999 (runs last)"
+        );
+        assert_eq!("42".parse::<Priority>().unwrap().get(), 42);
+        assert!(
+            "-1".parse::<Priority>()
+                .unwrap_err()
+                .to_string()
+                .contains("priority -1")
+        );
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let bad = |f: &dyn Fn(&mut JobDef)| {
+            let mut j = job();
+            f(&mut j);
+            j.validate().unwrap_err().to_string()
+        };
+        assert_eq!(
+            bad(&|j| j.handler_type.clear()),
+            "job handler_type is empty; give it a value"
+        );
+        assert!(bad(&|j| j.group = Some("a\tb".into())).starts_with("job group contains"));
+        assert!(bad(&|j| j.node_tag = Some(String::new())).starts_with("job node_tag is empty"));
+        assert!(bad(&|j| j.owner = Some("x".repeat(300))).starts_with("job owner has 300"));
+        assert!(
+            bad(&|j| j.description = Some("x".repeat(4001))).starts_with("job description has")
+        );
+        assert!(bad(&|j| j.params_json = "42".into()).contains("params_json"));
+        assert!(bad(&|j| j.timeout = Some(Duration::ZERO)).contains("timeout is zero"));
+        assert!(
+            bad(&|j| {
+                j.effective_from = Some(ts("2026-01-01T00:00:00Z"));
+                j.expires_at = Some(ts("2026-01-01T00:00:00Z"));
+            })
+            .contains("is not before expires_at")
+        );
+        assert_eq!(
+            bad(&|j| j.dependencies = vec![JobName::new("archive").unwrap()]),
+            "job archive lists itself in its dependencies; remove it"
+        );
+        let a = JobName::new("a").unwrap();
+        assert!(
+            bad(&|j| j.dependencies = vec![a.clone(), a.clone()])
+                .contains("dependency a is listed twice")
+        );
+        assert!(JobDef::new("ok", "").is_err());
+    }
+
+    #[test]
+    fn the_model_holds_every_field() {
+        let mut j = job().with_schedule(Schedule::new(
+            Rule::Cron(CronExpr::parse("*/10 * * * *").unwrap()),
+            Zone::get("Europe/Berlin").unwrap(),
+        ));
+        j.group = Some("nightly".into());
+        j.dependencies = vec![JobName::new("collect").unwrap()];
+        j.node_tag = Some("strong-box".into());
+        j.application = Some("mes".into());
+        j.owner = Some("Zhang San".into());
+        j.description = Some("archive line data".into());
+        j.priority = Priority::new(10).unwrap();
+        j.timeout = Some(Duration::from_secs(900));
+        j.effective_from = Some(ts("2026-01-01T00:00:00Z"));
+        j.expires_at = Some(ts("2099-01-01T00:00:00Z"));
+        j.misfire = "fire-all:10@5m".parse().unwrap();
+        j.overlap = "queue-one".parse().unwrap();
+        j.retry = RetryPolicy::new(3, "10s,30s,60s".parse().unwrap());
+        assert_eq!(j.validate(), Ok(()));
+        assert!(j.may_fire_at(ts("2026-06-01T00:00:00Z")));
+        assert!(!j.may_fire_at(ts("2025-12-31T23:59:59Z")));
+        assert!(!j.may_fire_at(ts("2099-01-01T00:00:00Z")));
+        j.enabled = false;
+        assert!(!j.may_fire_at(ts("2026-06-01T00:00:00Z")));
+    }
+}
