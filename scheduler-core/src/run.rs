@@ -210,6 +210,12 @@ impl CancelReason {
     }
 }
 
+impl fmt::Display for CancelReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A handler's progress report: `done` of `total`, with a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Progress {

@@ -4,35 +4,13 @@ use std::time::Duration;
 
 use takt_plugin_api::abi::ErrorKind;
 
-/// Why the host stopped a run before the plugin finished on its own.
+/// Why the host stopped a run before the plugin finished on its own: the core's run-model
+/// type, so the executor and the state machine cannot disagree.
 ///
 /// Seed 003 §3.3 marks every run cancelled by a platform shutdown as "timeout" because both
 /// arrive as the same `OperationCanceledException`; alerting then floods with false timeouts.
 /// Here the reason travels with the cancel flag, so a shutdown can never be recorded as one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CancelReason {
-    /// Someone asked for this run to stop (an operator, the API, a dependency rule), through
-    /// its [`CancelToken`](super::CancelToken).
-    Requested,
-    /// The host is shutting down ([`Executor::shutdown`](super::Executor::shutdown)).
-    Shutdown,
-}
-
-impl CancelReason {
-    /// `requested` or `shutdown`, for run records and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            CancelReason::Requested => "requested",
-            CancelReason::Shutdown => "shutdown",
-        }
-    }
-}
-
-impl std::fmt::Display for CancelReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use takt_core::run::CancelReason;
 
 /// How one plugin call ended, as the run record will store it.
 ///
