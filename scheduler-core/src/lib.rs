@@ -9,7 +9,9 @@
 //! Entry points: [`schedule::Schedule`] (a rule plus an IANA zone plus a DST policy) and its
 //! [`schedule::Schedule::next_after`]; [`job::JobDef`], the job model; [`run::Run`] and
 //! [`run::transition`], the run state machine; [`policy::misfire::plan`] (what becomes of due
-//! and missed fires), [`policy::overlap::decide`] and [`policy::RetryPolicy`].
+//! and missed fires), [`policy::overlap::decide`] and [`policy::RetryPolicy`]; [`store::Store`], the
+//! storage contract (futures only: the drivers live in the host), with its in-memory reference
+//! [`store::memory::MemoryStore`] and the [`store::conformance`] suite every backend runs.
 
 #![forbid(unsafe_code)]
 
@@ -18,5 +20,6 @@ pub mod job;
 pub mod policy;
 pub mod run;
 pub mod schedule;
+pub mod store;
 
 pub use jiff::Timestamp;

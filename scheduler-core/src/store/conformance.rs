@@ -1,0 +1,1087 @@
+//! The conformance suite every [`Store`] backend runs (River's `riverdrivertest`, apalis'
+//! `generic_storage_test!`).
+//!
+//! A backend's test calls [`run_all`] with a factory of fresh, empty stores and checks the
+//! [`Report`]:
+//!
+//! ```ignore
+//! let report = conformance::run_all(|| async { SqliteStore::open_temp().await.unwrap() }).await;
+//! eprintln!("{report}");
+//! report.expect_skipped(&["concurrent_claimers_never_share_a_fire"]);
+//! ```
+//!
+//! A failing check panics with a message naming the check and what went wrong. A check that
+//! needs a capability the backend lacks ([`Store::capabilities`]) is not run and is listed as
+//! skipped with the reason: never silently, since [`Report::expect_skipped`] fails the test
+//! when the skips differ from the ones the backend declared.
+//!
+//! Clones of the store must share data (two handles on one database): the concurrency check
+//! runs two claimers on two clones, interleaving their futures on one task (with an async
+//! driver that is two connections racing in the database). The memory store's own tests add a
+//! check with real threads. Everything here is pure: no clock (every instant is fixed), no
+//! threads, no I/O; [`block_on`] drives futures that need no reactor.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{
+    ClaimParams, ClaimedRun, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
+};
+use crate::job::{JobDef, JobId, JobName, Priority};
+use crate::policy::{Backoff, RetryPolicy};
+use crate::run::{
+    LEASE_EXPIRED, NODE_RESTARTED, NodeId, Progress, Run, RunEvent, RunState, SkipReason,
+};
+use crate::schedule::cron::CronExpr;
+use crate::schedule::{DstPolicy, GapPolicy, Interval, Rule, Schedule, Zone};
+
+/// The outcome of [`run_all`]: the checks that passed and those skipped for a missing
+/// capability, with the reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[must_use = "a report lists skipped checks; print it and call expect_skipped"]
+pub struct Report {
+    /// Checks that ran and passed.
+    pub passed: Vec<&'static str>,
+    /// Checks not run, with the missing capability.
+    pub skipped: Vec<(&'static str, &'static str)>,
+}
+
+impl Report {
+    /// Panics unless exactly the checks named in `expected` were skipped: a backend declares
+    /// what it cannot do, and a new skip (or a capability gained) fails its test.
+    pub fn expect_skipped(&self, expected: &[&str]) {
+        let got: BTreeSet<&str> = self.skipped.iter().map(|(n, _)| *n).collect();
+        let want: BTreeSet<&str> = expected.iter().copied().collect();
+        assert_eq!(
+            got, want,
+            "store conformance: the skipped checks differ from the declared ones; declare \
+             them in expect_skipped or implement the capability\n{self}"
+        );
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "store conformance: {} passed, {} skipped",
+            self.passed.len(),
+            self.skipped.len()
+        )?;
+        for (name, why) in &self.skipped {
+            write!(f, "\n  SKIPPED {name}: the backend lacks {why}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs every check, each on a fresh store from `make`, and reports which passed and which
+/// were skipped. A failing check panics.
+pub async fn run_all<S, F, Fut>(make: F) -> Report
+where
+    S: Store + Clone,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    let mut report = Report::default();
+    macro_rules! check {
+        ($name:ident) => {
+            $name(make().await).await;
+            report.passed.push(stringify!($name));
+        };
+        ($name:ident if $cap:ident) => {
+            let store = make().await;
+            if store.capabilities().$cap {
+                $name(store).await;
+                report.passed.push(stringify!($name));
+            } else {
+                report
+                    .skipped
+                    .push((stringify!($name), concat!("capability ", stringify!($cap))));
+            }
+        };
+    }
+    check!(jobs_round_trip);
+    check!(duplicate_name_is_a_conflict);
+    check!(stale_version_update_is_a_conflict);
+    check!(claim_advances_next_fire_exactly_once);
+    check!(concurrent_claimers_never_share_a_fire if concurrent_claims);
+    check!(disabled_jobs_are_not_claimed);
+    check!(claim_orders_by_priority_then_due_time);
+    check!(finish_is_conditional);
+    check!(retry_requeues_and_is_claimable_only_when_due);
+    check!(lease_expiry_recovery_fails_then_retries_per_policy);
+    check!(restart_recovery_takes_only_this_nodes_runs);
+    check!(skipped_runs_keep_reason_and_unique_key);
+    check!(claim_records_dst_gap_skips);
+    check!(run_list_filters_newest_first);
+    check!(logs_are_ordered_and_batched if logs);
+    check!(retention_purges_only_old_final_runs_and_their_logs if retention);
+    report
+}
+
+// ---- helpers (public so a backend's own tests can reuse them) ----------------------------
+
+/// Drives `fut` to completion on the current thread (parking it while the future waits). For
+/// stores whose futures need no reactor, like the memory store.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    loop {
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+/// Polls both futures in turn until both are done (two claimers on one task).
+pub async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    let (mut ra, mut rb) = (None, None);
+    std::future::poll_fn(|cx| {
+        if ra.is_none()
+            && let Poll::Ready(v) = a.as_mut().poll(cx)
+        {
+            ra = Some(v);
+        }
+        if rb.is_none()
+            && let Poll::Ready(v) = b.as_mut().poll(cx)
+        {
+            rb = Some(v);
+        }
+        if ra.is_some() && rb.is_some() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    match (ra, rb) {
+        (Some(a), Some(b)) => (a, b),
+        _ => unreachable!("poll_fn returned before both futures finished"),
+    }
+}
+
+/// Returns `Pending` once (after waking itself), so interleaved claimers take turns.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
+/// The instant every check starts from.
+pub fn t0() -> Timestamp {
+    "2026-06-01T10:00:00Z".parse().expect("a valid instant")
+}
+
+/// `t0` plus `secs` seconds.
+pub fn at(secs: i64) -> Timestamp {
+    t0().checked_add(SignedDuration::from_secs(secs))
+        .expect("test instants are in range")
+}
+
+fn node(name: &str) -> NodeId {
+    NodeId(name.to_string())
+}
+
+fn claim(node_name: &str, now: Timestamp, limit: usize) -> ClaimParams {
+    ClaimParams {
+        node: node(node_name),
+        now,
+        limit,
+        lease: Duration::from_secs(60),
+    }
+}
+
+/// A manual-only job (no schedule) due at `t0`.
+fn manual(name: &str) -> JobDef {
+    let mut job = JobDef::new(name, "conformance::noop").expect("valid job");
+    job.next_fire = Some(t0());
+    job
+}
+
+/// A job firing every minute from `t0`, due at `t0`.
+fn every_minute(name: &str) -> JobDef {
+    let every = Interval::new(60, Some(t0())).expect("valid interval");
+    let mut job = manual(name).with_schedule(Schedule::new(Rule::Interval(every), Zone::utc()));
+    job.next_fire = Some(t0());
+    job
+}
+
+async fn insert<S: Store>(store: &S, job: JobDef) -> JobDef {
+    store.job_insert(&job, t0()).await.expect("job insert")
+}
+
+async fn claim_one<S: Store>(store: &S, node_name: &str, now: Timestamp) -> ClaimedRun {
+    let mut got = store
+        .run_claim_due(&claim(node_name, now, 1))
+        .await
+        .expect("claim");
+    assert_eq!(got.len(), 1, "expected one claimed run at {now}");
+    got.remove(0)
+}
+
+async fn claim_all<S: Store>(store: &S, now: Timestamp) -> Vec<ClaimedRun> {
+    store
+        .run_claim_due(&claim("node-a", now, 100))
+        .await
+        .expect("claim")
+}
+
+async fn finish<S: Store>(store: &S, run: &Run, event: RunEvent, now: Timestamp) -> Run {
+    let job = store
+        .job_get(run.job_id)
+        .await
+        .expect("job get")
+        .expect("job exists");
+    let mut after = run.clone();
+    after.apply(event, now, &job.retry).expect("legal event");
+    store
+        .run_set_state_if_running(
+            run.id.expect("stored"),
+            run.attempt,
+            &RunFinish::from_run(&after, now),
+        )
+        .await
+        .expect("finish")
+}
+
+fn seed_retries(n: u32) -> RetryPolicy {
+    RetryPolicy::new(n, Backoff::seed_default())
+}
+
+fn failed() -> RunEvent {
+    RunEvent::Failed {
+        error: "boom".into(),
+        retryable: true,
+    }
+}
+
+/// Inserts `jobs` jobs firing every minute from `t0` and returns how many fires each has due
+/// at [`claims_now`] (5).
+pub async fn seed_every_minute_jobs<S: Store>(store: &S, jobs: usize) -> u32 {
+    for i in 0..jobs {
+        insert(store, every_minute(&format!("job-{i}"))).await;
+    }
+    5
+}
+
+/// The instant claimers use after [`seed_every_minute_jobs`]: the fifth fire is due.
+pub fn claims_now() -> Timestamp {
+    at(4 * 60)
+}
+
+/// Claims (a few at a time, yielding between calls) at [`claims_now`] until nothing is due,
+/// as node `node-{index}`, and returns the (job, fire time) of every run claimed.
+pub async fn claim_until_empty<S: Store>(store: &S, index: usize) -> Vec<(JobId, Timestamp)> {
+    let name = format!("node-{index}");
+    let mut out = Vec::new();
+    loop {
+        let got = store
+            .run_claim_due(&claim(&name, claims_now(), 3))
+            .await
+            .expect("claim");
+        if got.is_empty() {
+            return out;
+        }
+        out.extend(got.iter().map(|c| (c.run.job_id, c.run.fire_time)));
+        yield_now().await;
+    }
+}
+
+/// Panics unless `claimed` holds each of `jobs × fires` (job, fire time) pairs exactly once.
+pub fn assert_each_fire_once(claimed: &[(JobId, Timestamp)], jobs: usize, fires: u32) {
+    let unique: BTreeSet<_> = claimed.iter().collect();
+    assert_eq!(
+        unique.len(),
+        claimed.len(),
+        "concurrent claimers: a (job, fire time) was claimed twice"
+    );
+    assert_eq!(
+        claimed.len(),
+        jobs * fires as usize,
+        "concurrent claimers: a due fire was not claimed"
+    );
+}
+
+// ---- the checks --------------------------------------------------------------------------
+
+/// Insert, get (by id and name), list, enable/disable, delete; missing ids are NotFound.
+pub async fn jobs_round_trip<S: Store>(store: S) {
+    let a = insert(&store, manual("alpha")).await;
+    assert!(a.id.is_some(), "job_insert: assigns an id");
+    assert_eq!(a.version, 1, "job_insert: version 1");
+    assert_eq!(a.updated_at, Some(t0()), "job_insert: updated_at = now");
+    let id = a.id.expect("id");
+    assert_eq!(store.job_get(id).await.expect("get"), Some(a.clone()));
+    let name = JobName::new("alpha").expect("name");
+    assert_eq!(
+        store.job_get_by_name(&name).await.expect("get by name"),
+        Some(a.clone())
+    );
+    let b = insert(&store, manual("beta")).await;
+    assert_eq!(store.job_list().await.expect("list"), vec![a, b]);
+    let off = store.job_set_enabled(id, false, at(5)).await.expect("set");
+    assert!(!off.enabled, "job_set_enabled: disabled");
+    assert_eq!(off.version, 2, "job_set_enabled: bumps the version");
+    assert_eq!(off.updated_at, Some(at(5)));
+    store.job_delete(id).await.expect("delete");
+    assert_eq!(store.job_get(id).await.expect("get"), None);
+    assert_eq!(
+        store.job_delete(id).await.unwrap_err().kind(),
+        StoreErrorKind::NotFound
+    );
+    assert_eq!(
+        store
+            .job_set_enabled(id, true, t0())
+            .await
+            .unwrap_err()
+            .kind(),
+        StoreErrorKind::NotFound
+    );
+    assert_eq!(
+        store.job_update(&off, t0()).await.unwrap_err().kind(),
+        StoreErrorKind::NotFound
+    );
+    let mut invalid = manual("gamma");
+    invalid.timeout = Some(Duration::ZERO);
+    assert_eq!(
+        store.job_insert(&invalid, t0()).await.unwrap_err().kind(),
+        StoreErrorKind::Invalid,
+        "job_insert validates"
+    );
+}
+
+/// A second job with a taken name (inserted or renamed) is a Conflict naming it.
+pub async fn duplicate_name_is_a_conflict<S: Store>(store: S) {
+    insert(&store, manual("nightly report")).await;
+    let e = store
+        .job_insert(&manual("nightly report"), t0())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "duplicate name: {e}");
+    assert!(
+        e.to_string().contains("nightly report"),
+        "duplicate name: the error names the job: {e}"
+    );
+    let mut other = insert(&store, manual("other")).await;
+    other.name = JobName::new("nightly report").expect("name");
+    let e = store.job_update(&other, t0()).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Conflict,
+        "rename onto a taken name: {e}"
+    );
+}
+
+/// An update from a stale version is a Conflict and changes nothing.
+pub async fn stale_version_update_is_a_conflict<S: Store>(store: S) {
+    let v1 = insert(&store, manual("alpha")).await;
+    let mut edit = v1.clone();
+    edit.description = Some("first edit".into());
+    let v2 = store.job_update(&edit, at(1)).await.expect("update");
+    assert_eq!(v2.version, 2, "job_update: version + 1");
+    assert_eq!(v2.updated_at, Some(at(1)));
+    let mut stale = v1.clone();
+    stale.description = Some("lost edit".into());
+    let e = store.job_update(&stale, at(2)).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "stale version: {e}");
+    let stored = store.job_get(v2.id.expect("id")).await.expect("get");
+    assert_eq!(stored, Some(v2), "a stale update changes nothing");
+}
+
+/// A claim inserts a running run and advances next fire once per claim, never twice; next
+/// fire is a compare-and-set for the loop.
+pub async fn claim_advances_next_fire_exactly_once<S: Store>(store: S) {
+    let job = insert(&store, every_minute("minutely")).await;
+    let id = job.id.expect("id");
+    let c = claim_one(&store, "node-a", at(30)).await;
+    let r = &c.run;
+    assert!(r.id.is_some(), "claim: the run is stored");
+    assert_eq!(
+        (r.job_id, r.fire_time),
+        (id, t0()),
+        "claim: job and fire time"
+    );
+    assert_eq!(
+        (r.state, r.attempt),
+        (RunState::Running, 1),
+        "claim: running #1"
+    );
+    assert_eq!(r.node_id, Some(node("node-a")), "claim: node");
+    assert_eq!(r.started_at, Some(at(30)), "claim: started now");
+    assert_eq!(
+        r.lease_expires_at,
+        Some(at(90)),
+        "claim: lease = now + lease"
+    );
+    assert_eq!(
+        c.job.next_fire,
+        Some(at(60)),
+        "claim: returns the advanced job"
+    );
+    assert_eq!(
+        store
+            .run_get(r.id.expect("id"))
+            .await
+            .expect("get")
+            .as_ref(),
+        Some(r),
+        "claim: returns the run as stored"
+    );
+    assert!(claim_all(&store, at(30)).await.is_empty(), "claimed twice");
+    assert!(claim_all(&store, at(59)).await.is_empty(), "claimed early");
+    let stored = store.job_get(id).await.expect("get").expect("job");
+    assert_eq!(stored.next_fire, Some(at(60)), "next fire advanced once");
+    assert_eq!(
+        stored.version, job.version,
+        "the claim does not bump the version"
+    );
+    // Far behind: one fire per claim, the next fire is not jumped past now (misfire policy is
+    // the loop's).
+    let late = claim_all(&store, at(200)).await;
+    assert_eq!(late.len(), 1, "one run per job per claim");
+    assert_eq!(late[0].run.fire_time, at(60));
+    assert_eq!(late[0].job.next_fire, Some(at(120)));
+    // The loop's compare-and-set on next fire.
+    let e = store
+        .job_set_next_fire(id, Some(t0()), Some(at(600)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "stale next fire: {e}");
+    store
+        .job_set_next_fire(id, Some(at(120)), Some(at(180)))
+        .await
+        .expect("set next fire");
+    let fires: Vec<_> = claim_all(&store, at(200))
+        .await
+        .iter()
+        .map(|c| c.run.fire_time)
+        .collect();
+    assert_eq!(fires, [at(180)], "skipped past 120 by the loop");
+    // A manual job fires once; its next fire becomes none.
+    let m = insert(&store, manual("manual")).await;
+    let got = claim_all(&store, at(200)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].job.id, m.id);
+    assert_eq!(got[0].job.next_fire, None, "no schedule: no next fire");
+}
+
+/// Two claimers on two clones of one store, interleaved, never claim one (job, fire time)
+/// twice and miss none.
+pub async fn concurrent_claimers_never_share_a_fire<S: Store + Clone>(store: S) {
+    let jobs = 6;
+    let fires = seed_every_minute_jobs(&store, jobs).await;
+    let (a, b) = (store.clone(), store.clone());
+    let (ra, rb) = join(claim_until_empty(&a, 1), claim_until_empty(&b, 2)).await;
+    let all: Vec<_> = ra.into_iter().chain(rb).collect();
+    assert_each_fire_once(&all, jobs, fires);
+    let listed = store
+        .run_list(&RunFilter {
+            limit: 1000,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), all.len(), "one stored run per claimed fire");
+}
+
+/// Disabled jobs are not claimed and keep their next fire; enabling them makes them due.
+pub async fn disabled_jobs_are_not_claimed<S: Store>(store: S) {
+    let on = insert(&store, every_minute("on")).await;
+    let off = insert(&store, every_minute("off")).await;
+    let off_id = off.id.expect("id");
+    store
+        .job_set_enabled(off_id, false, t0())
+        .await
+        .expect("disable");
+    let got = claim_all(&store, at(10)).await;
+    assert_eq!(got.len(), 1, "only the enabled job");
+    assert_eq!(got[0].job.id, on.id);
+    let stored = store.job_get(off_id).await.expect("get").expect("job");
+    assert_eq!(
+        stored.next_fire,
+        Some(t0()),
+        "a disabled job keeps its next fire"
+    );
+    store
+        .job_set_enabled(off_id, true, at(11))
+        .await
+        .expect("enable");
+    let got = claim_all(&store, at(12)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].job.id, Some(off_id), "enabled again: claimed");
+}
+
+/// Due runs come in priority order, then by due time; `limit` cuts the batch.
+pub async fn claim_orders_by_priority_then_due_time<S: Store>(store: S) {
+    let add = |name: &str, prio: u16, due: i64| {
+        let mut j = manual(name);
+        j.priority = Priority::new(prio).expect("priority");
+        j.next_fire = Some(at(due));
+        j
+    };
+    for j in [
+        add("low", 900, 0),
+        add("mid-late", 500, 10),
+        add("high", 10, 20),
+        add("mid-early", 500, 5),
+    ] {
+        insert(&store, j).await;
+    }
+    let names = |c: Vec<ClaimedRun>| -> Vec<String> {
+        c.into_iter().map(|c| c.job.name.to_string()).collect()
+    };
+    let first = store
+        .run_claim_due(&claim("node-a", at(30), 2))
+        .await
+        .expect("claim");
+    assert_eq!(
+        names(first),
+        ["high", "mid-early"],
+        "priority, then due time"
+    );
+    let rest = claim_all(&store, at(30)).await;
+    assert_eq!(names(rest), ["mid-late", "low"]);
+}
+
+/// A finish applies only to the running attempt; a second finish, a wrong attempt or a
+/// progress report after the end is a Conflict.
+pub async fn finish_is_conditional<S: Store>(store: S) {
+    insert(&store, manual("alpha")).await;
+    let run = claim_one(&store, "node-a", at(1)).await.run;
+    let id = run.id.expect("id");
+    let progress = Progress {
+        done: 1,
+        total: 4,
+        message: "rows".into(),
+    };
+    store.run_progress(id, &progress).await.expect("progress");
+    let stored = store.run_get(id).await.expect("get").expect("run");
+    assert_eq!(stored.progress, Some(progress.clone()), "progress recorded");
+    let mut done = run.clone();
+    done.apply(
+        RunEvent::Succeeded {
+            result_json: Some("{\"rows\":4}".into()),
+        },
+        at(4),
+        &RetryPolicy::default(),
+    )
+    .expect("legal");
+    let fin = RunFinish::from_run(&done, at(4));
+    let e = store
+        .run_set_state_if_running(id, 2, &fin)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "wrong attempt: {e}");
+    let bad = RunFinish {
+        state: RunState::Running,
+        ..fin.clone()
+    };
+    let e = store
+        .run_set_state_if_running(id, 1, &bad)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Invalid,
+        "finish in state running: {e}"
+    );
+    let ended = store
+        .run_set_state_if_running(id, 1, &fin)
+        .await
+        .expect("finish");
+    assert_eq!(ended.state, RunState::Succeeded);
+    assert_eq!(ended.finished_at, Some(at(4)));
+    assert_eq!(ended.elapsed, Some(Duration::from_secs(3)));
+    assert_eq!(ended.result_json.as_deref(), Some("{\"rows\":4}"));
+    assert_eq!(ended.lease_expires_at, None, "lease released");
+    assert_eq!(store.run_get(id).await.expect("get"), Some(ended.clone()));
+    let e = store
+        .run_set_state_if_running(id, 1, &fin)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "second finish: {e}");
+    let e = store.run_progress(id, &progress).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Conflict,
+        "progress after the end: {e}"
+    );
+    let missing = crate::run::RunId(id.0 + 1000);
+    let e = store
+        .run_set_state_if_running(missing, 1, &fin)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::NotFound,
+        "finish of a missing run: {e}"
+    );
+}
+
+/// A retryable failure re-queues the same run with attempt + 1 at `retry_at`; it is claimable
+/// only when due and only while its job is enabled.
+pub async fn retry_requeues_and_is_claimable_only_when_due<S: Store>(store: S) {
+    let mut job = manual("flaky");
+    job.retry = seed_retries(2);
+    let job = insert(&store, job).await;
+    let run = claim_one(&store, "node-a", t0()).await.run;
+    let id = run.id.expect("id");
+    let queued = finish(&store, &run, failed(), at(5)).await;
+    assert_eq!(
+        (queued.state, queued.attempt),
+        (RunState::Pending, 2),
+        "retry: pending #2"
+    );
+    assert_eq!(
+        queued.next_attempt_at,
+        Some(at(15)),
+        "retry: seed delay 10s"
+    );
+    assert_eq!(
+        queued.error.as_deref(),
+        Some("boom"),
+        "retry keeps the error"
+    );
+    assert_eq!(queued.finished_at, None, "a retry is not final");
+    assert!(
+        claim_all(&store, at(14)).await.is_empty(),
+        "retry claimed early"
+    );
+    let job_id = job.id.expect("id");
+    store
+        .job_set_enabled(job_id, false, at(15))
+        .await
+        .expect("disable");
+    assert!(
+        claim_all(&store, at(15)).await.is_empty(),
+        "retry of a disabled job claimed"
+    );
+    store
+        .job_set_enabled(job_id, true, at(15))
+        .await
+        .expect("enable");
+    let again = claim_one(&store, "node-b", at(15)).await.run;
+    assert_eq!(again.id, Some(id), "a retry re-uses the run");
+    assert_eq!(again.fire_time, t0(), "same fire time");
+    assert_eq!((again.state, again.attempt), (RunState::Running, 2));
+    assert_eq!(again.node_id, Some(node("node-b")));
+    assert_eq!(again.started_at, Some(at(15)));
+    assert_eq!(again.next_attempt_at, None);
+    let e = store
+        .run_set_state_if_running(id, 1, &RunFinish::from_run(&queued, at(16)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Conflict,
+        "finish of an old attempt: {e}"
+    );
+}
+
+/// A running run whose lease expired fails with the core's message and is retried or made
+/// final per its job's policy; renewed leases are left alone.
+pub async fn lease_expiry_recovery_fails_then_retries_per_policy<S: Store>(store: S) {
+    let mut retried = manual("retried");
+    retried.retry = seed_retries(1);
+    insert(&store, retried).await;
+    let run = claim_one(&store, "node-a", t0()).await.run;
+    let id = run.id.expect("id");
+    assert_eq!(run.lease_expires_at, Some(at(60)));
+    let renewed = store
+        .lease_renew(&node("node-a"), at(90), at(30))
+        .await
+        .expect("renew");
+    assert_eq!(renewed, 1, "lease_renew counts the node's live runs");
+    assert_eq!(
+        store
+            .lease_renew(&node("node-b"), at(90), at(30))
+            .await
+            .expect("renew"),
+        0,
+        "another node renews nothing"
+    );
+    let none = store
+        .run_recover_expired(at(89), None)
+        .await
+        .expect("recover");
+    assert!(none.is_empty(), "a live lease is not recovered");
+    let got = store
+        .run_recover_expired(at(90), None)
+        .await
+        .expect("recover");
+    assert_eq!(got.len(), 1, "the expired lease is recovered");
+    let r = &got[0];
+    assert_eq!((r.id, r.state, r.attempt), (Some(id), RunState::Pending, 2));
+    assert_eq!(r.error.as_deref(), Some(LEASE_EXPIRED));
+    assert_eq!(r.next_attempt_at, Some(at(100)));
+    assert_eq!(r.lease_expires_at, None);
+    assert_eq!(store.run_get(id).await.expect("get").as_ref(), Some(r));
+    assert_eq!(
+        store
+            .lease_renew(&node("node-a"), at(200), at(95))
+            .await
+            .expect("renew"),
+        0,
+        "the old node's lease is gone"
+    );
+    let e = store
+        .run_set_state_if_running(id, 1, &RunFinish::from_run(r, at(95)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Conflict,
+        "the old node's finish: {e}"
+    );
+    let again = claim_one(&store, "node-b", at(100)).await.run;
+    assert_eq!((again.id, again.attempt), (Some(id), 2));
+    let got = store
+        .run_recover_expired(at(160), None)
+        .await
+        .expect("recover");
+    assert_eq!(got.len(), 1);
+    let r = &got[0];
+    assert_eq!(
+        (r.state, r.attempt),
+        (RunState::Failed, 2),
+        "no retry left: failed"
+    );
+    assert_eq!(r.error.as_deref(), Some(LEASE_EXPIRED));
+    assert_eq!(r.finished_at, Some(at(160)));
+    assert!(
+        store
+            .run_recover_expired(at(1000), None)
+            .await
+            .expect("recover")
+            .is_empty(),
+        "a final run is not recovered again"
+    );
+}
+
+/// A restarting node recovers its own running runs (whatever their lease) and no one else's.
+pub async fn restart_recovery_takes_only_this_nodes_runs<S: Store>(store: S) {
+    insert(&store, manual("mine")).await;
+    insert(&store, manual("theirs")).await;
+    let mine = claim_one(&store, "node-a", t0()).await.run;
+    let theirs = claim_one(&store, "node-b", t0()).await.run;
+    let got = store
+        .run_recover_expired(at(1), Some(&node("node-a")))
+        .await
+        .expect("recover");
+    assert_eq!(got.len(), 1, "only this node's run");
+    assert_eq!(got[0].id, mine.id);
+    assert_eq!(got[0].state, RunState::Failed, "no retries: failed");
+    assert_eq!(got[0].error.as_deref(), Some(NODE_RESTARTED));
+    let other = store
+        .run_get(theirs.id.expect("id"))
+        .await
+        .expect("get")
+        .expect("run");
+    assert_eq!(other, theirs, "another node's live run is untouched");
+}
+
+/// A skipped run keeps its reason and detail, takes the (job, fire time) key, and a claim of
+/// that fire runs nothing but still advances next fire.
+pub async fn skipped_runs_keep_reason_and_unique_key<S: Store>(store: S) {
+    let job = insert(&store, every_minute("minutely")).await;
+    let id = job.id.expect("id");
+    let skip = Run::skipped(
+        id,
+        t0(),
+        SkipReason::Misfire,
+        Some("late by 2h".into()),
+        at(1),
+    );
+    let stored = store
+        .run_insert_skipped(&skip)
+        .await
+        .expect("insert skipped");
+    assert!(stored.id.is_some());
+    assert_eq!(stored.state, RunState::Skipped);
+    assert_eq!(stored.skip_reason, Some(SkipReason::Misfire));
+    assert_eq!(stored.error.as_deref(), Some("late by 2h"));
+    assert_eq!(stored.finished_at, Some(at(1)));
+    assert_eq!(
+        store.run_get(stored.id.expect("id")).await.expect("get"),
+        Some(stored.clone())
+    );
+    let e = store.run_insert_skipped(&skip).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "the key is taken: {e}");
+    let e = store
+        .run_insert_skipped(&Run::pending(id, at(60), at(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Invalid, "not a skipped run: {e}");
+    let ghost = Run::skipped(JobId(id.0 + 1000), t0(), SkipReason::Overlap, None, at(1));
+    let e = store.run_insert_skipped(&ghost).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::NotFound,
+        "skipped run of a missing job: {e}"
+    );
+    assert!(
+        claim_all(&store, at(2)).await.is_empty(),
+        "a skipped fire is not claimed"
+    );
+    let after = store.job_get(id).await.expect("get").expect("job");
+    assert_eq!(after.next_fire, Some(at(60)), "next fire still advances");
+    let runs = store
+        .run_list(&RunFilter {
+            job: Some(id),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(runs, vec![stored], "one run for the fire");
+}
+
+/// A claim that advances next fire past a DST-gap skip (gap policy `skip`) records the skip as
+/// a skipped run with reason `dst_gap`, so nothing is skipped silently.
+pub async fn claim_records_dst_gap_skips<S: Store>(store: S) {
+    let ts = |s: &str| -> Timestamp { s.parse().expect("a valid instant") };
+    let rule = Rule::Cron(CronExpr::parse("30 2 * * *").expect("cron"));
+    let zone = Zone::get("Europe/Berlin").expect("zone");
+    let schedule = Schedule::new(rule, zone).with_dst(DstPolicy {
+        gap: GapPolicy::Skip,
+        ..DstPolicy::default()
+    });
+    let mut job = manual("berlin 02:30").with_schedule(schedule);
+    // 2026-03-28 02:30 CET; the next night's 02:30 does not exist in Berlin.
+    job.next_fire = Some(ts("2026-03-28T01:30:00Z"));
+    let id = insert(&store, job).await.id.expect("id");
+    let got = claim_all(&store, ts("2026-03-28T01:30:00Z")).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].job.next_fire,
+        Some(ts("2026-03-30T00:30:00Z")),
+        "next fire skips the gap night"
+    );
+    let runs = store
+        .run_list(&RunFilter {
+            job: Some(id),
+            state: Some(RunState::Skipped),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(runs.len(), 1, "the gap night is recorded");
+    assert_eq!(runs[0].skip_reason, Some(SkipReason::DstGap));
+    assert_eq!(
+        runs[0].fire_time,
+        ts("2026-03-29T01:00:00Z"),
+        "at the gap's end"
+    );
+}
+
+/// `run_list` filters by job and state and returns the newest fire first, up to `limit`.
+pub async fn run_list_filters_newest_first<S: Store>(store: S) {
+    let a = insert(&store, manual("a")).await.id.expect("id");
+    let b = insert(&store, manual("b")).await.id.expect("id");
+    for (job, secs) in [(a, 0), (a, 120), (b, 60), (a, 60)] {
+        let r = Run::skipped(job, at(secs), SkipReason::Paused, None, at(secs));
+        store.run_insert_skipped(&r).await.expect("insert");
+    }
+    let list = |job, state, limit| {
+        let filter = RunFilter { job, state, limit };
+        let store = &store;
+        async move {
+            store
+                .run_list(&filter)
+                .await
+                .expect("list")
+                .iter()
+                .map(|r| (r.job_id, r.fire_time))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        list(Some(a), None, 10).await,
+        [(a, at(120)), (a, at(60)), (a, t0())],
+        "newest first, one job"
+    );
+    assert_eq!(
+        list(None, None, 2).await,
+        [(a, at(120)), (a, at(60))],
+        "limit; equal fire times: newest id first"
+    );
+    assert_eq!(list(None, None, 2).await.len(), 2, "limit");
+    assert_eq!(
+        list(None, Some(RunState::Running), 10).await,
+        [],
+        "state filter"
+    );
+    assert_eq!(
+        list(Some(b), Some(RunState::Skipped), 10).await,
+        [(b, at(60))]
+    );
+}
+
+/// Log lines come back in the order written, batch after batch, per run, paged by sequence
+/// number.
+pub async fn logs_are_ordered_and_batched<S: Store>(store: S) {
+    insert(&store, manual("one")).await;
+    insert(&store, manual("two")).await;
+    let one = claim_one(&store, "node-a", t0()).await.run.id.expect("id");
+    let two = claim_one(&store, "node-a", t0()).await.run.id.expect("id");
+    let line = |i: i64, level| LogLine {
+        at: at(i),
+        level,
+        message: format!("line {i}"),
+    };
+    store
+        .log_append(
+            one,
+            &[
+                line(1, LogLevel::Info),
+                line(2, LogLevel::Debug),
+                line(3, LogLevel::Warn),
+            ],
+        )
+        .await
+        .expect("append");
+    store
+        .log_append(two, &[line(100, LogLevel::Error)])
+        .await
+        .expect("append");
+    store
+        .log_append(one, &[])
+        .await
+        .expect("an empty batch is fine");
+    store
+        .log_append(one, &[line(4, LogLevel::Info), line(5, LogLevel::Trace)])
+        .await
+        .expect("append");
+    let all = store.log_list(one, None, 100).await.expect("list");
+    let messages: Vec<_> = all.iter().map(|(_, l)| l.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        ["line 1", "line 2", "line 3", "line 4", "line 5"],
+        "in order"
+    );
+    assert_eq!(all[2].1, line(3, LogLevel::Warn), "lines round-trip");
+    assert!(
+        all.windows(2).all(|w| w[0].0 < w[1].0),
+        "sequence numbers increase"
+    );
+    let page = store.log_list(one, Some(all[1].0), 2).await.expect("list");
+    assert_eq!(page, all[2..4].to_vec(), "paged after a sequence number");
+    let other = store.log_list(two, None, 100).await.expect("list");
+    assert_eq!(other.len(), 1, "logs are per run");
+    let missing = crate::run::RunId(one.0 + 1000);
+    let e = store
+        .log_append(missing, &[line(1, LogLevel::Info)])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::NotFound,
+        "log of a missing run: {e}"
+    );
+}
+
+/// Retention removes final runs finished before the cut-off and their logs, and nothing else
+/// (pending and running runs stay however old).
+pub async fn retention_purges_only_old_final_runs_and_their_logs<S: Store>(store: S) {
+    let mut flaky = manual("flaky");
+    flaky.retry = seed_retries(1);
+    for j in [manual("old"), manual("new"), manual("running"), flaky] {
+        insert(&store, j).await;
+    }
+    let old = claim_one(&store, "node-a", t0()).await.run;
+    let new = claim_one(&store, "node-a", t0()).await.run;
+    let running = claim_one(&store, "node-a", t0()).await.run;
+    let pending = claim_one(&store, "node-a", t0()).await.run;
+    let line = LogLine {
+        at: t0(),
+        level: LogLevel::Info,
+        message: "hello".into(),
+    };
+    for r in [&old, &new, &running] {
+        let id = r.id.expect("id");
+        store
+            .log_append(id, &[line.clone(), line.clone()])
+            .await
+            .expect("append");
+    }
+    finish(
+        &store,
+        &old,
+        RunEvent::Succeeded { result_json: None },
+        at(10),
+    )
+    .await;
+    finish(&store, &new, failed(), at(100)).await;
+    let pending = finish(&store, &pending, failed(), at(10)).await;
+    assert_eq!(pending.state, RunState::Pending);
+    let skipped_job = store
+        .job_get(old.job_id)
+        .await
+        .expect("get")
+        .expect("job")
+        .id
+        .expect("id");
+    let skip = Run::skipped(skipped_job, at(-60), SkipReason::Misfire, None, at(5));
+    store.run_insert_skipped(&skip).await.expect("insert");
+    let counts = store.retention_purge(at(50)).await.expect("purge");
+    assert_eq!(counts.runs, 2, "the old success and the old skip");
+    assert_eq!(counts.log_lines, 2, "the old success's log");
+    let gone = old.id.expect("id");
+    assert_eq!(store.run_get(gone).await.expect("get"), None);
+    assert!(
+        store
+            .log_list(gone, None, 10)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    for r in [&new, &running, &pending] {
+        let id = r.id.expect("id");
+        assert!(
+            store.run_get(id).await.expect("get").is_some(),
+            "run {id} ({}) must survive retention",
+            r.state
+        );
+    }
+    assert_eq!(
+        store
+            .log_list(new.id.expect("id"), None, 10)
+            .await
+            .expect("list")
+            .len(),
+        2,
+        "a recent run keeps its log"
+    );
+    assert_eq!(
+        store.retention_purge(at(50)).await.expect("purge"),
+        super::PurgeCounts::default(),
+        "purging again removes nothing"
+    );
+}

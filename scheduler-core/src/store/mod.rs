@@ -1,0 +1,559 @@
+//! Storage: one [`Store`] trait, many backends, one conformance suite.
+//!
+//! The trait lives in the core because it is a *contract*, not an implementation: what every
+//! backend (memory, SQLite, PostgreSQL, SQL Server) must guarantee so that several host nodes
+//! on one database never run a fire twice and never lose one. The core performs no I/O, so the
+//! trait returns futures and the drivers live in the host; [`memory::MemoryStore`] is the
+//! reference implementation (and the store of the host's unit tests), and
+//! [`conformance::run_all`] is the suite every backend runs.
+//!
+//! Rules every method follows:
+//!
+//! * **No clock reads.** Every method that needs "now" takes it. A SQL backend may later offer
+//!   to use the database's clock instead (requirements: "the database's clock decides what is
+//!   due across nodes"); the suite always passes explicit instants.
+//! * **Every state change is conditional** (a compare-and-set on a version, a fire time, a
+//!   state and attempt, or a unique key). A lost race is a [`StoreErrorKind::Conflict`], never
+//!   a silent overwrite: it usually means another node got there first.
+//! * **Few round-trips.** [`Store::run_claim_due`] picks due jobs, inserts their runs and
+//!   advances their next fire in one atomic step (one transaction in SQL).
+//! * **Decisions stay in the core.** The store records what the caller decided: the caller runs
+//!   [`crate::run::Run::apply`] and passes the outcome ([`RunFinish::from_run`]); only recovery
+//!   ([`Store::run_recover_expired`]) applies [`crate::run::transition`] itself, because it
+//!   must act on many runs atomically.
+//!
+//! Where the host loop's policies plug in: the claim is deliberately simple (one run per due
+//! job per call, no misfire or overlap decisions). The loop reads due jobs, asks
+//! [`crate::policy::misfire::plan`] and [`crate::policy::overlap::decide`], records what it
+//! will not run with [`Store::run_insert_skipped`] (same unique key, so a skipped fire is never
+//! claimed later) and moves a job's next fire past the skipped fires with
+//! [`Store::job_set_next_fire`] (a compare-and-set on the old value), then claims.
+
+pub mod conformance;
+pub mod memory;
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::job::{JobDef, JobError, JobId, JobName};
+use crate::run::{NodeId, Progress, Run, RunId, RunState, TransitionError};
+
+/// A store result.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What kind of failure a [`StoreError`] is, so the host decides retries without knowing the
+/// driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// A conditional change lost: a stale version, a taken name or (job, fire time), a run no
+    /// longer running with that attempt. Reload and decide again; do not blindly retry.
+    Conflict,
+    /// The job or run does not exist (any more).
+    NotFound,
+    /// The backend is unreachable or busy (a network blip, a lock timeout, a failover). Retry
+    /// the same call with backoff.
+    Transient,
+    /// The caller passed something the store refuses (an invalid job, a run in the wrong
+    /// shape). Retrying will not help; fix the input.
+    Invalid,
+    /// Anything else (a corrupt row, a driver bug). Not retried automatically.
+    Other,
+}
+
+impl StoreErrorKind {
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreErrorKind::Conflict => "conflict",
+            StoreErrorKind::NotFound => "not_found",
+            StoreErrorKind::Transient => "transient",
+            StoreErrorKind::Invalid => "invalid",
+            StoreErrorKind::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for StoreErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A storage failure: a [`StoreErrorKind`], a lowercase message saying what, where and what
+/// to do, and the driver's error as the source when there is one.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StoreError {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> StoreError {
+        StoreError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A [`StoreErrorKind::Conflict`].
+    pub fn conflict(message: impl Into<String>) -> StoreError {
+        StoreError::new(StoreErrorKind::Conflict, message)
+    }
+
+    /// A [`StoreErrorKind::NotFound`].
+    pub fn not_found(message: impl Into<String>) -> StoreError {
+        StoreError::new(StoreErrorKind::NotFound, message)
+    }
+
+    /// A [`StoreErrorKind::Transient`].
+    pub fn transient(message: impl Into<String>) -> StoreError {
+        StoreError::new(StoreErrorKind::Transient, message)
+    }
+
+    /// A [`StoreErrorKind::Invalid`].
+    pub fn invalid(message: impl Into<String>) -> StoreError {
+        StoreError::new(StoreErrorKind::Invalid, message)
+    }
+
+    /// A [`StoreErrorKind::Other`].
+    pub fn other(message: impl Into<String>) -> StoreError {
+        StoreError::new(StoreErrorKind::Other, message)
+    }
+
+    /// The same error caused by `source` (a driver error), kept for `Error::source`.
+    pub fn with_source(
+        mut self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreError {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// The message (without the source).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the same call may succeed if retried unchanged (only [`StoreErrorKind::Transient`]).
+    pub fn is_retryable(&self) -> bool {
+        self.kind == StoreErrorKind::Transient
+    }
+}
+
+impl From<JobError> for StoreError {
+    fn from(e: JobError) -> StoreError {
+        StoreError::invalid(format!("job refused by the store: {e}")).with_source(e)
+    }
+}
+
+impl From<TransitionError> for StoreError {
+    fn from(e: TransitionError) -> StoreError {
+        StoreError::conflict(e.to_string()).with_source(e)
+    }
+}
+
+/// What a backend can do. A backend without a capability makes the conformance suite skip the
+/// checks that need it *loudly*: they are listed in the [`conformance::Report`], and the
+/// backend's test must name them in [`conformance::Report::expect_skipped`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Several claimers on clones of one store (several nodes on one database) never get the
+    /// same (job, fire time).
+    pub concurrent_claims: bool,
+    /// Run logs ([`Store::log_append`], [`Store::log_list`]).
+    pub logs: bool,
+    /// [`Store::retention_purge`].
+    pub retention: bool,
+}
+
+impl Capabilities {
+    /// Everything (what the memory store offers).
+    pub const ALL: Capabilities = Capabilities {
+        concurrent_claims: true,
+        logs: true,
+        retention: true,
+    };
+}
+
+/// What [`Store::run_claim_due`] needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimParams {
+    /// The claiming node.
+    pub node: NodeId,
+    /// The instant that decides what is due.
+    pub now: Timestamp,
+    /// The most runs to claim (the node's free capacity).
+    pub limit: usize,
+    /// How long the node holds each claimed run before it must renew ([`Store::lease_renew`]).
+    pub lease: Duration,
+}
+
+/// A run a node claimed, with its job as it was at the claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedRun {
+    /// The run, now running on the claiming node.
+    pub run: Run,
+    /// Its job (handler, parameters, timeout, retry policy).
+    pub job: JobDef,
+}
+
+/// The end of an attempt, as [`crate::run::Run::apply`] computed it: a final state, or
+/// [`RunState::Pending`] with `retry_at` for a retry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunFinish {
+    /// The state after the attempt: final, or `Pending` when a retry is scheduled.
+    pub state: RunState,
+    /// The error text (kept on a retry so an operator sees why it was retried).
+    pub error: Option<String>,
+    /// The handler's result JSON.
+    pub result_json: Option<String>,
+    /// When the attempt ended (recorded as `finished_at` only for a final state).
+    pub finished_at: Timestamp,
+    /// How long the attempt ran.
+    pub elapsed: Option<Duration>,
+    /// When the retry may be claimed; `Some` exactly when `state` is `Pending`.
+    pub retry_at: Option<Timestamp>,
+}
+
+impl RunFinish {
+    /// The finish of `run` after [`crate::run::Run::apply`] moved it out of running at `now`.
+    pub fn from_run(run: &Run, now: Timestamp) -> RunFinish {
+        RunFinish {
+            state: run.state,
+            error: run.error.clone(),
+            result_json: run.result_json.clone(),
+            finished_at: run.finished_at.unwrap_or(now),
+            elapsed: run.elapsed,
+            retry_at: run.next_attempt_at,
+        }
+    }
+
+    /// Checks the shape: not `Running`; `Pending` exactly when `retry_at` is set.
+    pub fn validate(&self) -> StoreResult<()> {
+        match (self.state, self.retry_at) {
+            (RunState::Running, _) => Err(StoreError::invalid(
+                "run finish has state running; pass the state after the attempt (final, or \
+                 pending with retry_at)",
+            )),
+            (RunState::Pending, None) => Err(StoreError::invalid(
+                "run finish has state pending but no retry_at; set when the retry is due",
+            )),
+            (s, Some(_)) if s != RunState::Pending => Err(StoreError::invalid(format!(
+                "run finish has state {s} and a retry_at; a retry must be pending"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Which runs [`Store::run_list`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only this job's runs.
+    pub job: Option<JobId>,
+    /// Only runs in this state.
+    pub state: Option<RunState>,
+    /// The most runs to return.
+    pub limit: usize,
+}
+
+impl Default for RunFilter {
+    /// Every run, at most 100.
+    fn default() -> Self {
+        RunFilter {
+            job: None,
+            state: None,
+            limit: 100,
+        }
+    }
+}
+
+/// The level of a run log line (the plugin API's levels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    /// Very detailed tracing.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal progress.
+    Info,
+    /// Something unexpected that the run survived.
+    Warn,
+    /// A failure.
+    Error,
+}
+
+impl LogLevel {
+    /// Every level, least severe first.
+    pub const ALL: [LogLevel; 5] = [
+        LogLevel::Trace,
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Warn,
+        LogLevel::Error,
+    ];
+
+    /// The lowercase name used in storage and the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+
+    /// The level named `name` (as [`LogLevel::name`] writes it).
+    pub fn from_name(name: &str) -> Option<LogLevel> {
+        LogLevel::ALL.into_iter().find(|l| l.name() == name)
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One line of a run's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// When it was written.
+    pub at: Timestamp,
+    /// Its level.
+    pub level: LogLevel,
+    /// The text.
+    pub message: String,
+}
+
+/// What [`Store::retention_purge`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgeCounts {
+    /// Runs removed.
+    pub runs: u64,
+    /// Log lines removed (those of the removed runs).
+    pub log_lines: u64,
+}
+
+/// The storage contract. See the module docs for the rules every method follows.
+///
+/// Clones of a store (where a backend is `Clone`) are handles on the same data, like two nodes
+/// on one database. Methods return `Send` futures so the host can drive them from any runtime;
+/// the core itself never awaits them.
+pub trait Store: Send + Sync {
+    /// What this backend can do.
+    fn capabilities(&self) -> Capabilities;
+
+    // ---- jobs ----------------------------------------------------------------------------
+
+    /// Stores a new job (after [`JobDef::validate`]) and returns it with its id, version 1 and
+    /// `updated_at = now`. A job already named so is a [`StoreErrorKind::Conflict`] naming it.
+    /// `next_fire` is stored as given: the caller computes it.
+    fn job_insert(
+        &self,
+        job: &JobDef,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<JobDef>> + Send;
+
+    /// Replaces the job with `job.id` if its stored version is still `job.version` (a stale
+    /// version is a Conflict; a missing job is NotFound) and returns it with version + 1 and
+    /// `updated_at = now`. Recomputes nothing: the caller sets `next_fire`.
+    fn job_update(
+        &self,
+        job: &JobDef,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<JobDef>> + Send;
+
+    /// The job with `id`, if any.
+    fn job_get(&self, id: JobId) -> impl Future<Output = StoreResult<Option<JobDef>>> + Send;
+
+    /// The job named `name`, if any.
+    fn job_get_by_name(
+        &self,
+        name: &JobName,
+    ) -> impl Future<Output = StoreResult<Option<JobDef>>> + Send;
+
+    /// Every job, by id.
+    fn job_list(&self) -> impl Future<Output = StoreResult<Vec<JobDef>>> + Send;
+
+    /// Removes the job with its runs and their logs (NotFound if missing). A node still
+    /// running one of them gets NotFound when it finishes it.
+    fn job_delete(&self, id: JobId) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Enables or disables the job (version + 1, `updated_at = now`) and returns it.
+    fn job_set_enabled(
+        &self,
+        id: JobId,
+        enabled: bool,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<JobDef>> + Send;
+
+    /// Sets the job's next fire to `new` if it is still `expected` (else Conflict). The loop
+    /// uses it to move past fires its misfire policy skipped. Does not bump the version: next
+    /// fire is the store's bookkeeping, and an operator's edit must not conflict with the loop.
+    fn job_set_next_fire(
+        &self,
+        id: JobId,
+        expected: Option<Timestamp>,
+        new: Option<Timestamp>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    // ---- claiming ------------------------------------------------------------------------
+
+    /// In one atomic step, claims up to `limit` due runs for `node`, ordered by job priority
+    /// then due time:
+    ///
+    /// * enabled jobs whose `next_fire <= now`: a run is inserted under the unique
+    ///   (job, fire time) key — running, attempt 1, on `node`, leased until `now + lease`,
+    ///   started now — and the job's next fire advances to the schedule's next firing
+    ///   occurrence after the fire time (or `None`), conditionally on the old next fire; a
+    ///   DST-gap skip passed on the way is recorded as a skipped run. If the key is already
+    ///   taken (a skipped or triggered run), the fire is not run again, but next fire still
+    ///   advances;
+    /// * pending retries of enabled jobs whose `next_attempt_at <= now`.
+    ///
+    /// Two concurrent claimers never get the same (job, fire time), and one call advances a
+    /// job's next fire at most once.
+    fn run_claim_due(
+        &self,
+        params: &ClaimParams,
+    ) -> impl Future<Output = StoreResult<Vec<ClaimedRun>>> + Send;
+
+    /// Records `run` — made by [`Run::skipped`] — under its (job, fire time) key and returns
+    /// it with its id. A taken key is a Conflict; a missing job is NotFound; a run that is not
+    /// skipped with a reason is Invalid.
+    fn run_insert_skipped(&self, run: &Run) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    // ---- runs ----------------------------------------------------------------------------
+
+    /// Ends attempt `expected_attempt` of the run: only if the run is running with that
+    /// attempt (else Conflict). A final state records `finished_at`; a retry puts the run back
+    /// to pending with attempt + 1 and `next_attempt_at = retry_at`. Returns the stored run.
+    fn run_set_state_if_running(
+        &self,
+        id: RunId,
+        expected_attempt: u32,
+        finish: &RunFinish,
+    ) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    /// The run with `id`, if any.
+    fn run_get(&self, id: RunId) -> impl Future<Output = StoreResult<Option<Run>>> + Send;
+
+    /// Runs matching `filter`, newest fire time first (then newest id).
+    fn run_list(&self, filter: &RunFilter) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
+
+    /// Extends to `until` the lease of every run `node` holds that has not expired at `now`,
+    /// and returns how many. A count below the node's own tally means runs were recovered by
+    /// another node: the host should cancel them.
+    fn lease_renew(
+        &self,
+        node: &NodeId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// Fails, through [`crate::run::transition`] and the job's retry policy, every running
+    /// run whose lease expired at `now` ([`crate::run::LEASE_EXPIRED`]) and, when `node` is
+    /// given (a node starting up), every run still running on that node
+    /// ([`crate::run::NODE_RESTARTED`]); each is re-queued or made final. Returns the runs as
+    /// stored.
+    fn run_recover_expired(
+        &self,
+        now: Timestamp,
+        node: Option<&NodeId>,
+    ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
+
+    /// Records the latest progress of a running run (Conflict if it is not running).
+    fn run_progress(
+        &self,
+        id: RunId,
+        progress: &Progress,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    // ---- logs ----------------------------------------------------------------------------
+
+    /// Appends `lines` to the run's log in one batch (NotFound if the run is missing). Each
+    /// line gets a sequence number that increases within the run (not necessarily by one).
+    fn log_append(
+        &self,
+        run: RunId,
+        lines: &[LogLine],
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Up to `limit` lines of the run's log after sequence number `after` (from the start when
+    /// `None`), in order, with their sequence numbers.
+    fn log_list(
+        &self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<(u64, LogLine)>>> + Send;
+
+    // ---- retention -----------------------------------------------------------------------
+
+    /// Removes runs in a final state that finished before `older_than`, with their logs.
+    /// Pending and running runs are never removed, however old.
+    fn retention_purge(
+        &self,
+        older_than: Timestamp,
+    ) -> impl Future<Output = StoreResult<PurgeCounts>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_keep_kind_message_and_source() {
+        let e = StoreError::from(JobError::ZeroTimeout);
+        assert_eq!(e.kind(), StoreErrorKind::Invalid);
+        assert_eq!(
+            e.to_string(),
+            "job refused by the store: job timeout is zero; give at least 1s, or no timeout"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(!e.is_retryable());
+        assert!(StoreError::transient("database busy; retry").is_retryable());
+        assert_eq!(StoreErrorKind::NotFound.to_string(), "not_found");
+    }
+
+    #[test]
+    fn finish_shapes() {
+        let t: Timestamp = "2026-06-01T10:00:00Z".parse().unwrap();
+        let f = |state, retry_at| RunFinish {
+            state,
+            error: None,
+            result_json: None,
+            finished_at: t,
+            elapsed: None,
+            retry_at,
+        };
+        assert!(f(RunState::Succeeded, None).validate().is_ok());
+        assert!(f(RunState::Pending, Some(t)).validate().is_ok());
+        for bad in [
+            f(RunState::Running, None),
+            f(RunState::Pending, None),
+            f(RunState::Failed, Some(t)),
+        ] {
+            assert_eq!(bad.validate().unwrap_err().kind(), StoreErrorKind::Invalid);
+        }
+        for l in LogLevel::ALL {
+            assert_eq!(LogLevel::from_name(l.name()), Some(l));
+        }
+    }
+}
