@@ -9,3 +9,4 @@ pub mod cli;
 pub mod executor;
 pub mod plugins;
 pub mod spec;
+pub mod store;

@@ -42,7 +42,8 @@ use takt_core::civil::Civil;
 use takt_core::schedule::calendar::CalendarRule;
 use takt_core::schedule::cron::{CronExpr, CronOptions, DayMatch};
 use takt_core::schedule::{
-    DstPolicy, FoldPolicy, GapPolicy, Interval, Rule, Schedule, Zone, parse_duration,
+    DstPolicy, FoldPolicy, GapPolicy, Interval, Rule, Schedule, Zone, format_duration,
+    parse_duration,
 };
 
 /// Why a schedule spec was refused. Messages name the field and what to write instead.
@@ -407,6 +408,59 @@ impl ScheduleSpec {
     }
 }
 
+impl ScheduleSpec {
+    /// The spec of `schedule`: the inverse of [`ScheduleSpec::to_schedule`], so that
+    /// `ScheduleSpec::from_schedule(&s).to_schedule()` gives back a schedule equal to `s`. This
+    /// is how stores keep schedules (as this spec's JSON). Every field is written out (the zone,
+    /// both DST policies, cron's day matching, an interval's anchor) so that a stored schedule
+    /// never depends on a default that could change: cron as written plus `day_match`, a
+    /// calendar in its canonical one-line text form, an interval as its period and RFC 3339
+    /// anchor, a one-shot as its RFC 3339 instant.
+    pub fn from_schedule(schedule: &Schedule) -> ScheduleSpec {
+        let mut spec = ScheduleSpec {
+            tz: Some(schedule.zone().name().to_string()),
+            dst_gap: Some(
+                match schedule.dst().gap {
+                    GapPolicy::Shift => "shift",
+                    GapPolicy::Skip => "skip",
+                }
+                .to_string(),
+            ),
+            dst_fold: Some(
+                match schedule.dst().fold {
+                    FoldPolicy::Auto => "auto",
+                    FoldPolicy::Once => "once",
+                    FoldPolicy::Both => "both",
+                }
+                .to_string(),
+            ),
+            ..ScheduleSpec::default()
+        };
+        match schedule.rule() {
+            Rule::Cron(c) => {
+                spec.cron = Some(c.as_str().to_string());
+                spec.day_match = Some(
+                    match c.day_match() {
+                        DayMatch::Or => "or",
+                        DayMatch::And => "and",
+                    }
+                    .to_string(),
+                );
+            }
+            Rule::Calendar(c) => spec.calendar = Some(CalendarSpec::Text(c.to_string())),
+            Rule::Interval(i) => {
+                spec.every = Some(format_duration(i.period_seconds()));
+                spec.anchor = Some(i.anchor().to_string());
+            }
+            Rule::Once(at) => spec.at = Some(at.to_string()),
+            // A rule kind added to the core after this function: no rule key, so
+            // `to_schedule` refuses the spec ("found none") instead of guessing.
+            _ => {}
+        }
+        spec
+    }
+}
+
 /// Reads an instant: RFC 3339 with `Z` or an offset (`2026-12-01T06:00:00+08:00`), or a
 /// wall-clock date-time (`2026-12-01T06:00[:00]`, `2026-12-01 06:00`, or a bare date meaning
 /// midnight) read in `zone`. A wall-clock time inside a DST gap is refused (it names no
@@ -510,6 +564,51 @@ mod tests {
             Rule::Cron(c) => assert_eq!(c.day_match(), DayMatch::And),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn from_schedule_round_trips_every_rule_kind() {
+        let specs = [
+            r#"{"cron": "0 0 1 * MON", "day_match": "and", "tz": "America/New_York", "dst_gap": "skip", "dst_fold": "both"}"#,
+            r#"{"cron": "*/10 * * * *"}"#,
+            r#"{"calendar": "weekly mon-fri every 1h between 06:00-22:30", "tz": "Europe/Berlin"}"#,
+            r#"{"calendar": {"frequency": "monthly", "days": [1, "last"], "at": "02:00"}}"#,
+            r#"{"every": "1h30m", "anchor": "2026-01-01T00:00:15Z", "dst_fold": "once"}"#,
+            r#"{"every": "5m"}"#,
+            r#"{"at": "2026-12-01T06:00", "tz": "Asia/Shanghai"}"#,
+        ];
+        for text in specs {
+            let schedule = ScheduleSpec::parse(text).unwrap().to_schedule().unwrap();
+            let spec = ScheduleSpec::from_schedule(&schedule);
+            assert_eq!(spec.to_schedule().unwrap(), schedule, "{text} via {spec:?}");
+            let json = serde_json::to_string(&spec).unwrap();
+            let again = ScheduleSpec::parse(&json).unwrap();
+            assert_eq!(again, spec, "the JSON form round-trips: {json}");
+            assert_eq!(again.to_schedule().unwrap(), schedule);
+        }
+        let cron = ScheduleSpec::parse(r#"{"cron": "0 0 1 * MON", "day_match": "and"}"#)
+            .unwrap()
+            .to_schedule()
+            .unwrap();
+        let spec = ScheduleSpec::from_schedule(&cron);
+        assert_eq!(spec.cron.as_deref(), Some("0 0 1 * MON"));
+        assert_eq!(spec.day_match.as_deref(), Some("and"));
+        assert_eq!(spec.tz.as_deref(), Some("UTC"));
+        let every = ScheduleSpec::parse(r#"{"every": "90s", "anchor": "2026-01-01T00:00:15Z"}"#)
+            .unwrap()
+            .to_schedule()
+            .unwrap();
+        let spec = ScheduleSpec::from_schedule(&every);
+        assert_eq!(spec.every.as_deref(), Some("1m30s"));
+        assert_eq!(spec.anchor.as_deref(), Some("2026-01-01T00:00:15Z"));
+        let once = ScheduleSpec::parse(r#"{"at": "2026-12-01T06:00", "tz": "Asia/Shanghai"}"#)
+            .unwrap()
+            .to_schedule()
+            .unwrap();
+        assert_eq!(
+            ScheduleSpec::from_schedule(&once).at.as_deref(),
+            Some("2026-11-30T22:00:00Z")
+        );
     }
 
     #[test]

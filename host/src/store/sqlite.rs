@@ -1,0 +1,1535 @@
+//! [`SqliteStore`]: the core's [`Store`] contract on one SQLite file.
+//!
+//! The schema is `sql/sqlite/` ([`mod@super::migrate`]); read `0001_init.sql` for the tables and
+//! the storage conventions (instants as Unix milliseconds, policies in their text forms,
+//! schedules as [`ScheduleSpec`] JSON). The semantics mirror the reference store,
+//! [`takt_core::store::memory::MemoryStore`], method by method, and the core's conformance
+//! suite checks that they agree.
+//!
+//! Connections: the file is opened in WAL mode (readers never block the writer),
+//! `synchronous = NORMAL` (durable across a process crash; a power cut may lose the last
+//! transactions, never corrupt the file), `foreign_keys = ON` (deleting a job deletes its runs
+//! and their logs) and a busy timeout (a writer waits that long for another process's write
+//! lock before the call fails as [`takt_core::store::StoreErrorKind::Transient`]).
+//!
+//! Every write is one short transaction; those that read before they write (claiming, finishing,
+//! recovery) start with `BEGIN IMMEDIATE`, which takes the write lock first, so two processes on
+//! one file serialise instead of deadlocking on a lock upgrade. Claiming is one such
+//! transaction: pick the due jobs and retries, insert runs under the unique (job, fire time)
+//! key with `ON CONFLICT DO NOTHING`, and advance each job's next fire with a conditional
+//! `UPDATE … WHERE next_fire IS old`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rusqlite::types::Value;
+use rusqlite::{
+    Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
+    params,
+};
+use takt_core::job::{JobDef, JobId, JobName, Priority};
+use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
+use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState, SkipReason};
+use takt_core::schedule::{OccurrenceKind, Schedule};
+use takt_core::store::{
+    Capabilities, ClaimParams, ClaimedRun, LogLevel, LogLine, PurgeCounts, RunFilter, RunFinish,
+    Store, StoreError, StoreResult,
+};
+
+use super::migrate::{self, AppliedMigration};
+use crate::spec::ScheduleSpec;
+
+/// How many DST-gap skips one advance of next fire walks past before giving up (as the
+/// memory store).
+const MAX_SKIPS_PER_ADVANCE: usize = 64;
+
+/// How a [`SqliteStore`] opens its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// How long a write waits for another connection's write lock before failing as
+    /// [`takt_core::store::StoreErrorKind::Transient`]. Default 5 s.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// The same options with another busy timeout.
+    pub fn with_busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+}
+
+/// A [`Store`] on one SQLite file; cheap to clone (clones share one connection).
+///
+/// Every method runs synchronously inside its future — one short transaction on the
+/// connection — and is ready on the first poll, so the futures need no reactor. A host loop
+/// that must never block its runtime's threads on disk I/O (or on the busy timeout) can call
+/// them from `tokio::task::spawn_blocking` (the handle is `Send + Sync + 'static`). Two
+/// [`SqliteStore::open`] calls on one file are two connections, like two nodes on one database.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    inner: Arc<Mutex<Db>>,
+    path: Arc<str>,
+}
+
+#[derive(Debug)]
+struct Db {
+    conn: Connection,
+    path: Arc<str>,
+}
+
+impl SqliteStore {
+    /// Opens (creating) the database at `path`, sets WAL, `synchronous = NORMAL`,
+    /// `foreign_keys = ON` and the busy timeout, and applies the migrations it lacks.
+    ///
+    /// A file that is not a SQLite database (or is corrupt), a read-only file and a database
+    /// migrated by a newer takt are refused with an error saying what to do; such a file is
+    /// left untouched.
+    pub fn open(path: impl AsRef<Path>, options: &SqliteOptions) -> StoreResult<SqliteStore> {
+        let path = path.as_ref();
+        let mut conn = connect(path, options)?;
+        let shown: Arc<str> = path.display().to_string().into();
+        migrate::apply(&mut conn, &shown)?;
+        Ok(SqliteStore::from_conn(conn, shown))
+    }
+
+    /// A private in-memory database (for tests; clones share it, other opens do not).
+    pub fn open_in_memory() -> StoreResult<SqliteStore> {
+        let shown: Arc<str> = ":memory:".into();
+        let mut conn = Connection::open_in_memory().map_err(|e| sql_error(&shown, "opening", e))?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
+        migrate::apply(&mut conn, &shown)?;
+        Ok(SqliteStore::from_conn(conn, shown))
+    }
+
+    fn from_conn(conn: Connection, path: Arc<str>) -> SqliteStore {
+        SqliteStore {
+            inner: Arc::new(Mutex::new(Db {
+                conn,
+                path: path.clone(),
+            })),
+            path,
+        }
+    }
+
+    /// The database file as given to [`SqliteStore::open`] (`:memory:` for an in-memory one).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The schema version of the database (the last migration applied).
+    pub fn schema_version(&self) -> StoreResult<u32> {
+        let db = self.lock()?;
+        migrate::current_version(&db.conn, &db.path)
+    }
+
+    /// Applies migrations this binary knows and the database lacks (none after a successful
+    /// [`SqliteStore::open`], unless another process rolled the file back).
+    pub fn migrate(&self) -> StoreResult<Vec<AppliedMigration>> {
+        let mut db = self.lock()?;
+        let Db { conn, path } = &mut *db;
+        migrate::apply(conn, path)
+    }
+
+    fn lock(&self) -> StoreResult<MutexGuard<'_, Db>> {
+        self.inner.lock().map_err(|_| {
+            StoreError::other(format!(
+                "the connection to {} is poisoned: a thread panicked while using it; open the \
+                 store again",
+                self.path
+            ))
+        })
+    }
+
+    /// Runs `f` with the connection (synchronously; see the type's docs).
+    fn with<T>(&self, f: impl FnOnce(&mut Db) -> StoreResult<T>) -> StoreResult<T> {
+        let mut db = self.lock()?;
+        f(&mut db)
+    }
+}
+
+/// Opens a connection to `path` with the store's settings, refusing corrupt, foreign and
+/// read-only files before anything is written.
+pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Connection> {
+    let shown = path.display().to_string();
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.is_file()
+        && meta.permissions().readonly()
+    {
+        return Err(read_only(&shown));
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| sql_error(&shown, "opening", e))?;
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(|e| sql_error(&shown, "setting the busy timeout", e))?;
+    // Read the header first: a file that is not a database fails here, before any write.
+    conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(|e| sql_error(&shown, "reading the schema", e))?;
+    if conn
+        .is_readonly(rusqlite::MAIN_DB)
+        .map_err(|e| sql_error(&shown, "opening", e))?
+    {
+        return Err(read_only(&shown));
+    }
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(|e| sql_error(&shown, "switching to WAL", e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::other(format!(
+            "the database {shown} refused WAL journaling (it stays in {mode} mode); put it on a \
+             local file system that supports shared memory (not a network share)"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| sql_error(&shown, "setting synchronous", e))?;
+    Ok(conn)
+}
+
+fn read_only(path: &str) -> StoreError {
+    StoreError::other(format!(
+        "the database file {path} is read-only; give the host's account write access to it and \
+         to its directory (SQLite writes -wal and -shm files beside it)"
+    ))
+}
+
+/// Maps a driver error to a [`StoreError`] whose kind the host can act on; `what` says what
+/// the store was doing.
+pub(crate) fn sql_error(path: &str, what: &str, e: rusqlite::Error) -> StoreError {
+    let code = e.sqlite_error_code();
+    let message = match code {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            return StoreError::transient(format!(
+                "the database {path} is busy ({what}): another connection held its write lock \
+                 longer than the busy timeout; retry"
+            ))
+            .with_source(e);
+        }
+        Some(ErrorCode::ConstraintViolation) => {
+            return StoreError::conflict(format!(
+                "{what} in {path} violates a constraint ({e}); another node may have written \
+                 the same row first: reload and decide again"
+            ))
+            .with_source(e);
+        }
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => format!(
+            "the file {path} is not a takt SQLite database or is corrupt ({e}); restore it from \
+             a backup or point the store to another file (takt left this one untouched)"
+        ),
+        Some(ErrorCode::ReadOnly) => return read_only(path).with_source(e),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => format!(
+            "cannot open the database file {path} ({e}); check that its directory exists and \
+             that the host's account may read and write there"
+        ),
+        Some(ErrorCode::DiskFull) => {
+            format!("the disk holding the database {path} is full ({what}); free space, then retry")
+        }
+        Some(ErrorCode::SystemIoFailure) => format!(
+            "i/o error on the database {path} while {what} ({e}); check the disk and the file \
+             system"
+        ),
+        _ => format!("sqlite error on {path} while {what}: {e}"),
+    };
+    StoreError::other(message).with_source(e)
+}
+
+// ---- conversions -------------------------------------------------------------------------
+
+fn ms(t: Timestamp) -> i64 {
+    t.as_millisecond()
+}
+
+fn opt_ms(t: Option<Timestamp>) -> Option<i64> {
+    t.map(ms)
+}
+
+fn dur_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
+    i64::try_from(v).map_err(|_| {
+        StoreError::invalid(format!(
+            "{what} {v} is too large for the database (at most {}); use a smaller value",
+            i64::MAX
+        ))
+    })
+}
+
+fn add(t: Timestamp, d: Duration, what: &str) -> StoreResult<Timestamp> {
+    t.checked_add(d).map_err(|e| {
+        StoreError::invalid(format!("{what} is out of range; use a shorter duration"))
+            .with_source(e)
+    })
+}
+
+fn show(t: Option<Timestamp>) -> String {
+    t.map_or_else(|| "none".to_string(), |t| t.to_string())
+}
+
+/// A stored value the store cannot read back: someone edited the row by hand, or a newer
+/// takt wrote a form this one does not know.
+fn corrupt(path: &str, row: &str, column: &str, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::other(format!(
+        "{row} in {path} has an unreadable {column} ({detail}); fix the row (see \
+         sql/sqlite/0001_init.sql for the forms) or restore a backup"
+    ))
+}
+
+fn job_missing(id: JobId) -> StoreError {
+    StoreError::not_found(format!(
+        "job {id} does not exist; it may have been deleted: reload the job list"
+    ))
+}
+
+fn run_missing(id: RunId) -> StoreError {
+    StoreError::not_found(format!(
+        "run {id} does not exist; it may have been purged or its job deleted"
+    ))
+}
+
+fn name_taken(name: &JobName) -> StoreError {
+    StoreError::conflict(format!(
+        "job name {name} is already taken; choose another name or update the existing job"
+    ))
+}
+
+const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
+     enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
+     misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
+     next_fire, version, updated_at";
+
+/// A `jobs` row as stored, before its texts are parsed.
+struct JobRow {
+    id: i64,
+    name: String,
+    group: Option<String>,
+    handler_type: String,
+    params_json: String,
+    schedule_json: Option<String>,
+    enabled: bool,
+    effective_from: Option<i64>,
+    expires_at: Option<i64>,
+    timeout_ms: Option<i64>,
+    retry_max: i64,
+    retry_backoff: String,
+    retry_timeouts: bool,
+    misfire: String,
+    overlap: String,
+    priority: i64,
+    dependencies: String,
+    node_tag: Option<String>,
+    application: Option<String>,
+    owner: Option<String>,
+    description: Option<String>,
+    next_fire: Option<i64>,
+    version: i64,
+    updated_at: i64,
+}
+
+impl JobRow {
+    fn read(r: &Row<'_>) -> rusqlite::Result<JobRow> {
+        Ok(JobRow {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            group: r.get(2)?,
+            handler_type: r.get(3)?,
+            params_json: r.get(4)?,
+            schedule_json: r.get(5)?,
+            enabled: r.get(6)?,
+            effective_from: r.get(7)?,
+            expires_at: r.get(8)?,
+            timeout_ms: r.get(9)?,
+            retry_max: r.get(10)?,
+            retry_backoff: r.get(11)?,
+            retry_timeouts: r.get(12)?,
+            misfire: r.get(13)?,
+            overlap: r.get(14)?,
+            priority: r.get(15)?,
+            dependencies: r.get(16)?,
+            node_tag: r.get(17)?,
+            application: r.get(18)?,
+            owner: r.get(19)?,
+            description: r.get(20)?,
+            next_fire: r.get(21)?,
+            version: r.get(22)?,
+            updated_at: r.get(23)?,
+        })
+    }
+
+    fn into_job(self, path: &str) -> StoreResult<JobDef> {
+        let row = format!("job {}", self.id);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
+        let opt_ts = |column: &str, v: Option<i64>| v.map(|v| ts(column, v)).transpose();
+        let schedule = match &self.schedule_json {
+            None => None,
+            Some(json) => {
+                let spec: ScheduleSpec =
+                    serde_json::from_str(json).map_err(|e| bad("schedule_json", &e))?;
+                Some(spec.to_schedule().map_err(|e| bad("schedule_json", &e))?)
+            }
+        };
+        let deps: Vec<String> =
+            serde_json::from_str(&self.dependencies).map_err(|e| bad("dependencies", &e))?;
+        let dependencies = deps
+            .iter()
+            .map(|d| JobName::new(d).map_err(|e| bad("dependencies", &e)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let backoff: Backoff = self
+            .retry_backoff
+            .parse()
+            .map_err(|e| bad("retry_backoff", &e))?;
+        let retry = RetryPolicy {
+            max_retries: u32::try_from(self.retry_max)
+                .map_err(|_| bad("retry_max", &self.retry_max))?,
+            backoff,
+            retry_timeouts: self.retry_timeouts,
+        };
+        let priority = u16::try_from(self.priority)
+            .ok()
+            .and_then(|p| Priority::new(p).ok())
+            .ok_or_else(|| bad("priority", &self.priority))?;
+        let timeout = self
+            .timeout_ms
+            .map(|t| {
+                u64::try_from(t)
+                    .map(Duration::from_millis)
+                    .map_err(|_| bad("timeout_ms", &t))
+            })
+            .transpose()?;
+        Ok(JobDef {
+            id: Some(JobId(self.id)),
+            name: JobName::new(&self.name).map_err(|e| bad("name", &e))?,
+            group: self.group,
+            handler_type: self.handler_type,
+            params_json: self.params_json,
+            schedule,
+            enabled: self.enabled,
+            effective_from: opt_ts("effective_from", self.effective_from)?,
+            expires_at: opt_ts("expires_at", self.expires_at)?,
+            timeout,
+            retry,
+            misfire: self
+                .misfire
+                .parse::<MisfirePolicy>()
+                .map_err(|e| bad("misfire", &e))?,
+            overlap: self
+                .overlap
+                .parse::<OverlapPolicy>()
+                .map_err(|e| bad("overlap", &e))?,
+            priority,
+            dependencies,
+            node_tag: self.node_tag,
+            application: self.application,
+            owner: self.owner,
+            description: self.description,
+            next_fire: opt_ts("next_fire", self.next_fire)?,
+            version: u64::try_from(self.version).map_err(|_| bad("version", &self.version))?,
+            updated_at: Some(ts("updated_at", self.updated_at)?),
+        })
+    }
+}
+
+/// The column values of a job's definition (everything but id, version, updated_at and
+/// next fire), in `JOB_COLUMNS` order from `group_name` to `description`.
+fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
+    let schedule_json = job
+        .schedule
+        .as_ref()
+        .map(|s| {
+            serde_json::to_string(&ScheduleSpec::from_schedule(s)).map_err(|e| {
+                StoreError::invalid(format!(
+                    "the schedule of job {} cannot be written as JSON ({e})",
+                    job.name
+                ))
+            })
+        })
+        .transpose()?;
+    let deps: Vec<&str> = job.dependencies.iter().map(JobName::as_str).collect();
+    let dependencies = serde_json::to_string(&deps).map_err(|e| {
+        StoreError::invalid(format!(
+            "the dependencies of job {} cannot be written as JSON ({e})",
+            job.name
+        ))
+    })?;
+    let text = |v: &Option<String>| v.clone().map_or(Value::Null, Value::Text);
+    let int = |v: Option<i64>| v.map_or(Value::Null, Value::Integer);
+    Ok(vec![
+        text(&job.group),
+        Value::Text(job.handler_type.clone()),
+        Value::Text(job.params_json.clone()),
+        text(&schedule_json),
+        Value::Integer(i64::from(job.enabled)),
+        int(opt_ms(job.effective_from)),
+        int(opt_ms(job.expires_at)),
+        int(job.timeout.map(dur_ms)),
+        Value::Integer(i64::from(job.retry.max_retries)),
+        Value::Text(job.retry.backoff.to_string()),
+        Value::Integer(i64::from(job.retry.retry_timeouts)),
+        Value::Text(job.misfire.to_string()),
+        Value::Text(job.overlap.to_string()),
+        Value::Integer(i64::from(job.priority.get())),
+        Value::Text(dependencies),
+        text(&job.node_tag),
+        text(&job.application),
+        text(&job.owner),
+        text(&job.description),
+    ])
+}
+
+const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
+     finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
+     progress_total, progress_message, skip_reason, next_attempt_at";
+
+/// A `runs` row as stored.
+struct RunRow {
+    id: i64,
+    job_id: i64,
+    fire_time: i64,
+    state: String,
+    attempt: i64,
+    created_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    node_id: Option<String>,
+    lease_expires_at: Option<i64>,
+    error: Option<String>,
+    result_json: Option<String>,
+    elapsed_ms: Option<i64>,
+    progress_done: Option<i64>,
+    progress_total: Option<i64>,
+    progress_message: Option<String>,
+    skip_reason: Option<String>,
+    next_attempt_at: Option<i64>,
+}
+
+impl RunRow {
+    fn read(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+        Ok(RunRow {
+            id: r.get(0)?,
+            job_id: r.get(1)?,
+            fire_time: r.get(2)?,
+            state: r.get(3)?,
+            attempt: r.get(4)?,
+            created_at: r.get(5)?,
+            started_at: r.get(6)?,
+            finished_at: r.get(7)?,
+            node_id: r.get(8)?,
+            lease_expires_at: r.get(9)?,
+            error: r.get(10)?,
+            result_json: r.get(11)?,
+            elapsed_ms: r.get(12)?,
+            progress_done: r.get(13)?,
+            progress_total: r.get(14)?,
+            progress_message: r.get(15)?,
+            skip_reason: r.get(16)?,
+            next_attempt_at: r.get(17)?,
+        })
+    }
+
+    fn into_run(self, path: &str) -> StoreResult<Run> {
+        let row = format!("run {}", self.id);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
+        let opt_ts = |column: &str, v: Option<i64>| v.map(|v| ts(column, v)).transpose();
+        let unsigned = |column: &str, v: i64| u64::try_from(v).map_err(|_| bad(column, &v));
+        let progress = match (self.progress_done, self.progress_total) {
+            (Some(done), Some(total)) => Some(Progress {
+                done: unsigned("progress_done", done)?,
+                total: unsigned("progress_total", total)?,
+                message: self.progress_message.unwrap_or_default(),
+            }),
+            _ => None,
+        };
+        Ok(Run {
+            id: Some(RunId(self.id)),
+            job_id: JobId(self.job_id),
+            fire_time: ts("fire_time", self.fire_time)?,
+            state: RunState::from_name(&self.state).ok_or_else(|| bad("state", &self.state))?,
+            attempt: u32::try_from(self.attempt).map_err(|_| bad("attempt", &self.attempt))?,
+            created_at: ts("created_at", self.created_at)?,
+            started_at: opt_ts("started_at", self.started_at)?,
+            finished_at: opt_ts("finished_at", self.finished_at)?,
+            node_id: self.node_id.map(NodeId),
+            lease_expires_at: opt_ts("lease_expires_at", self.lease_expires_at)?,
+            error: self.error,
+            result_json: self.result_json,
+            elapsed: self
+                .elapsed_ms
+                .map(|e| unsigned("elapsed_ms", e).map(Duration::from_millis))
+                .transpose()?,
+            progress,
+            skip_reason: self
+                .skip_reason
+                .map(|s| SkipReason::from_name(&s).ok_or_else(|| bad("skip_reason", &s)))
+                .transpose()?,
+            next_attempt_at: opt_ts("next_attempt_at", self.next_attempt_at)?,
+        })
+    }
+}
+
+/// The values of every column of `run` but `id`, `job_id` and `fire_time`, in `RUN_COLUMNS`
+/// order from `state`.
+fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
+    let text = |v: Option<String>| v.map_or(Value::Null, Value::Text);
+    let int = |v: Option<i64>| v.map_or(Value::Null, Value::Integer);
+    let (done, total, message) = match &run.progress {
+        Some(p) => (
+            Some(to_i64(p.done, "progress done")?),
+            Some(to_i64(p.total, "progress total")?),
+            Some(p.message.clone()),
+        ),
+        None => (None, None, None),
+    };
+    Ok(vec![
+        Value::Text(run.state.name().to_string()),
+        Value::Integer(i64::from(run.attempt)),
+        Value::Integer(ms(run.created_at)),
+        int(opt_ms(run.started_at)),
+        int(opt_ms(run.finished_at)),
+        text(run.node_id.as_ref().map(|n| n.0.clone())),
+        int(opt_ms(run.lease_expires_at)),
+        text(run.error.clone()),
+        text(run.result_json.clone()),
+        int(run.elapsed.map(dur_ms)),
+        int(done),
+        int(total),
+        text(message),
+        text(run.skip_reason.map(|s| s.name().to_string())),
+        int(opt_ms(run.next_attempt_at)),
+    ])
+}
+
+/// The schedule's next firing occurrence after `fire`, and the DST-gap skips passed on the way
+/// (exactly the memory store's walk).
+fn next_firing(
+    schedule: &Schedule,
+    fire: Timestamp,
+) -> (Option<Timestamp>, Vec<(Timestamp, SkipReason)>) {
+    let mut skips = Vec::new();
+    let mut next = schedule.next_after(fire);
+    while let Some(o) = next {
+        match o.kind {
+            OccurrenceKind::Skipped(reason) if skips.len() < MAX_SKIPS_PER_ADVANCE => {
+                skips.push((o.at, reason.into()));
+                next = schedule.next_following(&o);
+            }
+            OccurrenceKind::Skipped(_) => return (None, skips),
+            OccurrenceKind::Fire | OccurrenceKind::FireShifted => return (Some(o.at), skips),
+        }
+    }
+    (None, skips)
+}
+
+// ---- the queries -------------------------------------------------------------------------
+
+/// What one claim call may pick: a job's fire or a pending retry, with its sort key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Due {
+    priority: i64,
+    at: i64,
+    id: i64,
+    retry: bool,
+}
+
+fn get_job(tx: &Connection, path: &str, id: JobId) -> StoreResult<Option<JobDef>> {
+    tx.query_row(
+        &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
+        [id.0],
+        JobRow::read,
+    )
+    .optional()
+    .map_err(|e| sql_error(path, "reading a job", e))?
+    .map(|r| r.into_job(path))
+    .transpose()
+}
+
+fn need_job(tx: &Connection, path: &str, id: JobId) -> StoreResult<JobDef> {
+    get_job(tx, path, id)?.ok_or_else(|| job_missing(id))
+}
+
+fn get_run(tx: &Connection, path: &str, id: RunId) -> StoreResult<Option<Run>> {
+    tx.query_row(
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+        [id.0],
+        RunRow::read,
+    )
+    .optional()
+    .map_err(|e| sql_error(path, "reading a run", e))?
+    .map(|r| r.into_run(path))
+    .transpose()
+}
+
+fn need_run(tx: &Connection, path: &str, id: RunId) -> StoreResult<Run> {
+    get_run(tx, path, id)?.ok_or_else(|| run_missing(id))
+}
+
+fn job_id_by_name(tx: &Connection, path: &str, name: &JobName) -> StoreResult<Option<JobId>> {
+    tx.query_row(
+        "SELECT id FROM jobs WHERE name = ?1",
+        [name.as_str()],
+        |r| r.get(0),
+    )
+    .optional()
+    .map(|id| id.map(JobId))
+    .map_err(|e| sql_error(path, "looking a job up by name", e))
+}
+
+/// Inserts `run` under its (job, fire time) key; `None` when the key is taken.
+///
+/// The key is looked up first (callers hold the write lock, so the answer stands): an
+/// `INSERT` that hits `ON CONFLICT DO NOTHING` still consumes an AUTOINCREMENT id, and ids
+/// without gaps read better. The `ON CONFLICT` clause stays as the guarantee.
+fn insert_run(tx: &Connection, path: &str, run: &Run) -> StoreResult<Option<RunId>> {
+    let taken: Option<i64> = tx
+        .query_row(
+            "SELECT id FROM runs WHERE job_id = ?1 AND fire_time = ?2",
+            params![run.job_id.0, ms(run.fire_time)],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| sql_error(path, "looking a run up by fire time", e))?;
+    if taken.is_some() {
+        return Ok(None);
+    }
+    let mut values = vec![
+        Value::Integer(run.job_id.0),
+        Value::Integer(ms(run.fire_time)),
+    ];
+    values.extend(run_values(run)?);
+    let columns = RUN_COLUMNS.trim_start_matches("id, ");
+    let marks = vec!["?"; values.len()].join(", ");
+    let n = tx
+        .execute(
+            &format!(
+                "INSERT INTO runs ({columns}) VALUES ({marks}) \
+                 ON CONFLICT (job_id, fire_time) DO NOTHING"
+            ),
+            rusqlite::params_from_iter(values),
+        )
+        .map_err(|e| sql_error(path, "inserting a run", e))?;
+    Ok((n == 1).then(|| RunId(tx.last_insert_rowid())))
+}
+
+/// Writes every mutable column of `run` if the stored run is still in `state` with `attempt`;
+/// false when it is not.
+fn update_run_if(
+    tx: &Connection,
+    path: &str,
+    run: &Run,
+    id: RunId,
+    state: RunState,
+    attempt: u32,
+) -> StoreResult<bool> {
+    let mut values = run_values(run)?;
+    let sets = RUN_COLUMNS
+        .split(", ")
+        .skip(3)
+        .enumerate()
+        .map(|(i, c)| format!("{c} = ?{}", i + 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let n = values.len();
+    values.extend([
+        Value::Integer(id.0),
+        Value::Text(state.name().to_string()),
+        Value::Integer(i64::from(attempt)),
+    ]);
+    let changed = tx
+        .execute(
+            &format!(
+                "UPDATE runs SET {sets} WHERE id = ?{} AND state = ?{} AND attempt = ?{}",
+                n + 1,
+                n + 2,
+                n + 3
+            ),
+            rusqlite::params_from_iter(values),
+        )
+        .map_err(|e| sql_error(path, "updating a run", e))?;
+    Ok(changed == 1)
+}
+
+fn immediate<'c>(conn: &'c mut Connection, path: &str) -> StoreResult<Transaction<'c>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| sql_error(path, "starting a transaction", e))
+}
+
+fn commit(tx: Transaction<'_>, path: &str) -> StoreResult<()> {
+    tx.commit()
+        .map_err(|e| sql_error(path, "committing a transaction", e))
+}
+
+/// The due candidates after the `skip` job ids already handled, at most `need` of each
+/// kind, merged in claim order (priority, due time, id: the memory store's order).
+fn due(
+    conn: &Connection,
+    path: &str,
+    now: i64,
+    need: usize,
+    skip: &[i64],
+) -> StoreResult<Vec<Due>> {
+    let limit = i64::try_from(need.saturating_add(skip.len())).unwrap_or(i64::MAX);
+    let read = |sql: &str, retry: bool| -> StoreResult<Vec<Due>> {
+        let mut stmt = conn
+            .prepare_cached(sql)
+            .map_err(|e| sql_error(path, "finding due runs", e))?;
+        let rows = stmt
+            .query_map(params![now, limit], |r| {
+                Ok(Due {
+                    priority: r.get(0)?,
+                    at: r.get(1)?,
+                    id: r.get(2)?,
+                    retry,
+                })
+            })
+            .map_err(|e| sql_error(path, "finding due runs", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "finding due runs", e))?;
+        Ok(rows
+            .into_iter()
+            .filter(|d| retry || !skip.contains(&d.id))
+            .take(need)
+            .collect())
+    };
+    let mut due = read(
+        "SELECT priority, next_fire, id FROM jobs \
+         WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= ?1 \
+         ORDER BY priority, next_fire, id LIMIT ?2",
+        false,
+    )?;
+    due.extend(read(
+        "SELECT j.priority, COALESCE(r.next_attempt_at, r.created_at) AS due_at, r.id \
+         FROM runs r JOIN jobs j ON j.id = r.job_id \
+         WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= ?1 \
+           AND j.enabled = 1 \
+         ORDER BY j.priority, due_at, r.id LIMIT ?2",
+        true,
+    )?);
+    due.sort();
+    due.truncate(need);
+    Ok(due)
+}
+
+/// The body of [`Store::run_claim_due`], inside its `BEGIN IMMEDIATE` transaction.
+///
+/// Candidates are read in rounds of at most the remaining capacity: a fire whose (job, fire
+/// time) key is already taken claims nothing, so the next round reads further. Jobs handled in
+/// an earlier round are left out, so each job advances at most once per call even when its
+/// new next fire is due too (the memory store picks its due set once).
+fn claim_in_tx(
+    conn: &Connection,
+    path: &str,
+    p: &ClaimParams,
+    lease_until: Timestamp,
+) -> StoreResult<Vec<ClaimedRun>> {
+    let now = ms(p.now);
+    let mut claimed = Vec::new();
+    let mut handled: Vec<i64> = Vec::new();
+    while claimed.len() < p.limit {
+        let candidates = due(conn, path, now, p.limit - claimed.len(), &handled)?;
+        if candidates.is_empty() {
+            break;
+        }
+        for d in candidates {
+            if d.retry {
+                claimed.push(claim_retry(conn, path, RunId(d.id), p, lease_until)?);
+            } else {
+                handled.push(d.id);
+                let fire = Timestamp::from_millisecond(d.at)
+                    .map_err(|e| corrupt(path, &format!("job {}", d.id), "next_fire", e))?;
+                claimed.extend(claim_fire(conn, path, JobId(d.id), fire, p, lease_until)?);
+            }
+        }
+    }
+    Ok(claimed)
+}
+
+/// Claims the fire of job `id` at `fire` (its current next fire).
+fn claim_fire(
+    conn: &Connection,
+    path: &str,
+    id: JobId,
+    fire: Timestamp,
+    p: &ClaimParams,
+    lease_until: Timestamp,
+) -> StoreResult<Option<ClaimedRun>> {
+    let job = need_job(conn, path, id)?;
+    let (next, skips) = match &job.schedule {
+        Some(s) => next_firing(s, fire),
+        None => (None, Vec::new()),
+    };
+    // The conditional advance: the next fire must still be the one being claimed.
+    let n = conn
+        .execute(
+            "UPDATE jobs SET next_fire = ?1 WHERE id = ?2 AND next_fire IS ?3",
+            params![opt_ms(next), id.0, ms(fire)],
+        )
+        .map_err(|e| sql_error(path, "advancing a job's next fire", e))?;
+    if n != 1 {
+        return Err(StoreError::conflict(format!(
+            "job {} next fire moved while claiming; claim again",
+            job.name
+        )));
+    }
+    for (at, reason) in skips {
+        insert_run(conn, path, &Run::skipped(id, at, reason, None, p.now))?;
+    }
+    let mut run = Run::pending(id, fire, p.now);
+    run.apply(
+        RunEvent::Claimed {
+            node: p.node.clone(),
+            lease_until,
+        },
+        p.now,
+        &job.retry,
+    )?;
+    let Some(run_id) = insert_run(conn, path, &run)? else {
+        return Ok(None);
+    };
+    Ok(Some(ClaimedRun {
+        run: need_run(conn, path, run_id)?,
+        job: need_job(conn, path, id)?,
+    }))
+}
+
+/// Claims the due retry `id`.
+fn claim_retry(
+    conn: &Connection,
+    path: &str,
+    id: RunId,
+    p: &ClaimParams,
+    lease_until: Timestamp,
+) -> StoreResult<ClaimedRun> {
+    let mut run = need_run(conn, path, id)?;
+    let job = need_job(conn, path, run.job_id)?;
+    let (state, attempt) = (run.state, run.attempt);
+    run.apply(
+        RunEvent::Claimed {
+            node: p.node.clone(),
+            lease_until,
+        },
+        p.now,
+        &job.retry,
+    )?;
+    if !update_run_if(conn, path, &run, id, state, attempt)? {
+        return Err(StoreError::conflict(format!(
+            "run {id} changed while claiming its retry; claim again"
+        )));
+    }
+    Ok(ClaimedRun {
+        run: need_run(conn, path, id)?,
+        job,
+    })
+}
+
+impl Db {
+    fn job_insert(&mut self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
+        job.validate()?;
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        if job_id_by_name(&tx, path, &job.name)?.is_some() {
+            return Err(name_taken(&job.name));
+        }
+        let mut values = vec![Value::Text(job.name.as_str().to_string())];
+        values.extend(job_values(job)?);
+        values.extend([
+            opt_ms(job.next_fire).map_or(Value::Null, Value::Integer),
+            Value::Integer(1),
+            Value::Integer(ms(now)),
+        ]);
+        let columns = JOB_COLUMNS.trim_start_matches("id, ");
+        let marks = vec!["?"; values.len()].join(", ");
+        tx.execute(
+            &format!("INSERT INTO jobs ({columns}) VALUES ({marks})"),
+            rusqlite::params_from_iter(values),
+        )
+        .map_err(|e| sql_error(path, &format!("inserting job {}", job.name), e))?;
+        let id = JobId(tx.last_insert_rowid());
+        let stored = need_job(&tx, path, id)?;
+        commit(tx, path)?;
+        Ok(stored)
+    }
+
+    fn job_update(&mut self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
+        job.validate()?;
+        let id = job.id.ok_or_else(|| {
+            StoreError::invalid(format!(
+                "job {} has no id; insert it first, or load it to update it",
+                job.name
+            ))
+        })?;
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let (name, version): (String, i64) = tx
+            .query_row(
+                "SELECT name, version FROM jobs WHERE id = ?1",
+                [id.0],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| sql_error(path, "reading a job", e))?
+            .ok_or_else(|| job_missing(id))?;
+        let expected = to_i64(job.version, "job version")?;
+        if version != expected {
+            return Err(StoreError::conflict(format!(
+                "job {name} was changed by someone else (stored version {version}, yours {}); \
+                 reload it and apply your change again",
+                job.version
+            )));
+        }
+        if job_id_by_name(&tx, path, &job.name)?.is_some_and(|other| other != id) {
+            return Err(name_taken(&job.name));
+        }
+        let mut values = vec![Value::Text(job.name.as_str().to_string())];
+        values.extend(job_values(job)?);
+        values.extend([
+            opt_ms(job.next_fire).map_or(Value::Null, Value::Integer),
+            Value::Integer(expected + 1),
+            Value::Integer(ms(now)),
+        ]);
+        let sets = JOB_COLUMNS
+            .split(", ")
+            .skip(1)
+            .enumerate()
+            .map(|(i, c)| format!("{c} = ?{}", i + 1))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let n = values.len();
+        values.extend([Value::Integer(id.0), Value::Integer(expected)]);
+        let changed = tx
+            .execute(
+                &format!(
+                    "UPDATE jobs SET {sets} WHERE id = ?{} AND version = ?{}",
+                    n + 1,
+                    n + 2
+                ),
+                rusqlite::params_from_iter(values),
+            )
+            .map_err(|e| sql_error(path, &format!("updating job {}", job.name), e))?;
+        if changed != 1 {
+            return Err(StoreError::conflict(format!(
+                "job {} changed while updating it; reload it and apply your change again",
+                job.name
+            )));
+        }
+        let stored = need_job(&tx, path, id)?;
+        commit(tx, path)?;
+        Ok(stored)
+    }
+
+    fn job_list(&self) -> StoreResult<Vec<JobDef>> {
+        let path = &*self.path;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY id"))
+            .map_err(|e| sql_error(path, "listing jobs", e))?;
+        let rows = stmt
+            .query_map([], JobRow::read)
+            .map_err(|e| sql_error(path, "listing jobs", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "listing jobs", e))?;
+        rows.into_iter().map(|r| r.into_job(path)).collect()
+    }
+
+    fn job_set_enabled(&mut self, id: JobId, enabled: bool, now: Timestamp) -> StoreResult<JobDef> {
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let n = tx
+            .execute(
+                "UPDATE jobs SET enabled = ?1, version = version + 1, updated_at = ?2 \
+                 WHERE id = ?3",
+                params![enabled, ms(now), id.0],
+            )
+            .map_err(|e| sql_error(path, "enabling or disabling a job", e))?;
+        if n == 0 {
+            return Err(job_missing(id));
+        }
+        let stored = need_job(&tx, path, id)?;
+        commit(tx, path)?;
+        Ok(stored)
+    }
+
+    fn job_set_next_fire(
+        &mut self,
+        id: JobId,
+        expected: Option<Timestamp>,
+        new: Option<Timestamp>,
+    ) -> StoreResult<()> {
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let n = tx
+            .execute(
+                "UPDATE jobs SET next_fire = ?1 WHERE id = ?2 AND next_fire IS ?3",
+                params![opt_ms(new), id.0, opt_ms(expected)],
+            )
+            .map_err(|e| sql_error(path, "setting a job's next fire", e))?;
+        if n == 0 {
+            let job = need_job(&tx, path, id)?;
+            return Err(StoreError::conflict(format!(
+                "job {} next fire is {}, not {}; another node moved it first: reload the job",
+                job.name,
+                show(job.next_fire),
+                show(expected)
+            )));
+        }
+        commit(tx, path)
+    }
+
+    fn run_claim_due(&mut self, p: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {
+        let lease_until = add(p.now, p.lease, "run lease")?;
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let claimed = claim_in_tx(&tx, path, p, lease_until)?;
+        commit(tx, path)?;
+        Ok(claimed)
+    }
+
+    fn run_insert_skipped(&mut self, run: &Run) -> StoreResult<Run> {
+        if run.state != RunState::Skipped || run.skip_reason.is_none() {
+            return Err(StoreError::invalid(format!(
+                "run of job {} at {} is not a skipped run with a reason; build it with \
+                 Run::skipped",
+                run.job_id, run.fire_time
+            )));
+        }
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        need_job(&tx, path, run.job_id)?;
+        let Some(id) = insert_run(&tx, path, run)? else {
+            let other: i64 = tx
+                .query_row(
+                    "SELECT id FROM runs WHERE job_id = ?1 AND fire_time = ?2",
+                    params![run.job_id.0, ms(run.fire_time)],
+                    |r| r.get(0),
+                )
+                .map_err(|e| sql_error(path, "reading a run", e))?;
+            return Err(StoreError::conflict(format!(
+                "job {} already has run {other} for fire time {}; a fire is recorded once",
+                run.job_id, run.fire_time
+            )));
+        };
+        let stored = need_run(&tx, path, id)?;
+        commit(tx, path)?;
+        Ok(stored)
+    }
+
+    fn run_set_state_if_running(
+        &mut self,
+        id: RunId,
+        expected_attempt: u32,
+        finish: &RunFinish,
+    ) -> StoreResult<Run> {
+        finish.validate()?;
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let mut run = need_run(&tx, path, id)?;
+        if run.state != RunState::Running || run.attempt != expected_attempt {
+            return Err(StoreError::conflict(format!(
+                "run {id} is not running attempt {expected_attempt} (it is {}, attempt {}); \
+                 another node or request changed it first: reload it",
+                run.state, run.attempt
+            )));
+        }
+        run.error.clone_from(&finish.error);
+        run.result_json.clone_from(&finish.result_json);
+        run.elapsed = finish.elapsed;
+        run.lease_expires_at = None;
+        run.state = finish.state;
+        if finish.state == RunState::Pending {
+            run.attempt += 1;
+            run.next_attempt_at = finish.retry_at;
+        } else {
+            run.next_attempt_at = None;
+            run.finished_at = Some(finish.finished_at);
+        }
+        if !update_run_if(&tx, path, &run, id, RunState::Running, expected_attempt)? {
+            return Err(StoreError::conflict(format!(
+                "run {id} changed while finishing it; reload it"
+            )));
+        }
+        let stored = need_run(&tx, path, id)?;
+        commit(tx, path)?;
+        Ok(stored)
+    }
+
+    fn run_list(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+        let path = &*self.path;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs \
+                 WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR state = ?2) \
+                 ORDER BY fire_time DESC, id DESC LIMIT ?3"
+            ))
+            .map_err(|e| sql_error(path, "listing runs", e))?;
+        let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(
+                params![
+                    filter.job.map(|j| j.0),
+                    filter.state.map(|s| s.name()),
+                    limit
+                ],
+                RunRow::read,
+            )
+            .map_err(|e| sql_error(path, "listing runs", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "listing runs", e))?;
+        rows.into_iter().map(|r| r.into_run(path)).collect()
+    }
+
+    fn lease_renew(&mut self, node: &NodeId, until: Timestamp, now: Timestamp) -> StoreResult<u64> {
+        let path = &*self.path;
+        let n = self
+            .conn
+            .execute(
+                "UPDATE runs SET lease_expires_at = ?1 \
+                 WHERE node_id = ?2 AND state = 'running' AND lease_expires_at > ?3",
+                params![ms(until), node.0, ms(now)],
+            )
+            .map_err(|e| sql_error(path, "renewing leases", e))?;
+        Ok(n as u64)
+    }
+
+    fn run_recover_expired(
+        &mut self,
+        now: Timestamp,
+        node: Option<&NodeId>,
+    ) -> StoreResult<Vec<Run>> {
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let ids: Vec<i64> = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id FROM runs WHERE state = 'running' \
+                     AND ((?1 IS NOT NULL AND node_id = ?1) \
+                          OR lease_expires_at IS NULL OR lease_expires_at <= ?2) \
+                     ORDER BY id",
+                )
+                .map_err(|e| sql_error(path, "finding expired leases", e))?;
+            stmt.query_map(params![node.map(|n| n.0.as_str()), ms(now)], |r| r.get(0))
+                .map_err(|e| sql_error(path, "finding expired leases", e))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(|e| sql_error(path, "finding expired leases", e))?
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids.into_iter().map(RunId) {
+            let mut run = need_run(&tx, path, id)?;
+            let event = if node.is_some() && run.node_id.as_ref() == node {
+                RunEvent::NodeRestarted
+            } else {
+                RunEvent::LeaseExpired
+            };
+            let retry = need_job(&tx, path, run.job_id)?.retry;
+            let attempt = run.attempt;
+            run.apply(event, now, &retry)?;
+            if !update_run_if(&tx, path, &run, id, RunState::Running, attempt)? {
+                return Err(StoreError::conflict(format!(
+                    "run {id} changed while recovering it; recover again"
+                )));
+            }
+            out.push(need_run(&tx, path, id)?);
+        }
+        commit(tx, path)?;
+        Ok(out)
+    }
+
+    fn run_progress(&mut self, id: RunId, progress: &Progress) -> StoreResult<()> {
+        let path = &*self.path;
+        let n = self
+            .conn
+            .execute(
+                "UPDATE runs SET progress_done = ?1, progress_total = ?2, progress_message = ?3 \
+                 WHERE id = ?4 AND state = 'running'",
+                params![
+                    to_i64(progress.done, "progress done")?,
+                    to_i64(progress.total, "progress total")?,
+                    progress.message,
+                    id.0
+                ],
+            )
+            .map_err(|e| sql_error(path, "recording progress", e))?;
+        if n == 0 {
+            let run = need_run(&self.conn, path, id)?;
+            return Err(StoreError::conflict(format!(
+                "run {id} is {}, not running; progress is recorded only while it runs",
+                run.state
+            )));
+        }
+        Ok(())
+    }
+
+    fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> StoreResult<()> {
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let exists: Option<i64> = tx
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", [run.0], |r| r.get(0))
+            .optional()
+            .map_err(|e| sql_error(path, "reading a run", e))?;
+        if exists.is_none() {
+            return Err(run_missing(run));
+        }
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO run_logs (run_id, at, level, message) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(|e| sql_error(path, "appending log lines", e))?;
+            for l in lines {
+                stmt.execute(params![run.0, ms(l.at), l.level.name(), l.message])
+                    .map_err(|e| sql_error(path, "appending log lines", e))?;
+            }
+        }
+        commit(tx, path)
+    }
+
+    fn log_list(
+        &self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(u64, LogLine)>> {
+        let path = &*self.path;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, at, level, message FROM run_logs \
+                 WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )
+            .map_err(|e| sql_error(path, "reading a run log", e))?;
+        let after = i64::try_from(after.unwrap_or(0)).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![run.0, after, limit], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|e| sql_error(path, "reading a run log", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "reading a run log", e))?;
+        rows.into_iter()
+            .map(|(seq, at, level, message)| {
+                let row = format!("log line {seq}");
+                Ok((
+                    u64::try_from(seq).map_err(|_| corrupt(path, &row, "seq", seq))?,
+                    LogLine {
+                        at: Timestamp::from_millisecond(at)
+                            .map_err(|e| corrupt(path, &row, "at", e))?,
+                        level: LogLevel::from_name(&level)
+                            .ok_or_else(|| corrupt(path, &row, "level", &level))?,
+                        message,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    fn retention_purge(&mut self, older_than: Timestamp) -> StoreResult<PurgeCounts> {
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        const OLD: &str = "SELECT id FROM runs WHERE state NOT IN ('pending', 'running') \
+                           AND finished_at IS NOT NULL AND finished_at < ?1";
+        let cut = ms(older_than);
+        let log_lines: i64 = tx
+            .query_row(
+                &format!("SELECT COUNT(*) FROM run_logs WHERE run_id IN ({OLD})"),
+                [cut],
+                |r| r.get(0),
+            )
+            .map_err(|e| sql_error(path, "counting old log lines", e))?;
+        // Logs go with their runs (ON DELETE CASCADE).
+        let runs = tx
+            .execute(&format!("DELETE FROM runs WHERE id IN ({OLD})"), [cut])
+            .map_err(|e| sql_error(path, "purging old runs", e))?;
+        commit(tx, path)?;
+        Ok(PurgeCounts {
+            runs: runs as u64,
+            log_lines: u64::try_from(log_lines).unwrap_or(0),
+        })
+    }
+}
+
+impl Store for SqliteStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn job_insert(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
+        self.with(|db| db.job_insert(job, now))
+    }
+
+    async fn job_update(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
+        self.with(|db| db.job_update(job, now))
+    }
+
+    async fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>> {
+        self.with(|db| get_job(&db.conn, &db.path, id))
+    }
+
+    async fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>> {
+        self.with(|db| match job_id_by_name(&db.conn, &db.path, name)? {
+            Some(id) => get_job(&db.conn, &db.path, id),
+            None => Ok(None),
+        })
+    }
+
+    async fn job_list(&self) -> StoreResult<Vec<JobDef>> {
+        self.with(|db| db.job_list())
+    }
+
+    async fn job_delete(&self, id: JobId) -> StoreResult<()> {
+        self.with(|db| {
+            let n = db
+                .conn
+                .execute("DELETE FROM jobs WHERE id = ?1", [id.0])
+                .map_err(|e| sql_error(&db.path, "deleting a job", e))?;
+            if n == 0 {
+                return Err(job_missing(id));
+            }
+            Ok(())
+        })
+    }
+
+    async fn job_set_enabled(
+        &self,
+        id: JobId,
+        enabled: bool,
+        now: Timestamp,
+    ) -> StoreResult<JobDef> {
+        self.with(|db| db.job_set_enabled(id, enabled, now))
+    }
+
+    async fn job_set_next_fire(
+        &self,
+        id: JobId,
+        expected: Option<Timestamp>,
+        new: Option<Timestamp>,
+    ) -> StoreResult<()> {
+        self.with(|db| db.job_set_next_fire(id, expected, new))
+    }
+
+    async fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {
+        self.with(|db| db.run_claim_due(params))
+    }
+
+    async fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run> {
+        self.with(|db| db.run_insert_skipped(run))
+    }
+
+    async fn run_set_state_if_running(
+        &self,
+        id: RunId,
+        expected_attempt: u32,
+        finish: &RunFinish,
+    ) -> StoreResult<Run> {
+        self.with(|db| db.run_set_state_if_running(id, expected_attempt, finish))
+    }
+
+    async fn run_get(&self, id: RunId) -> StoreResult<Option<Run>> {
+        self.with(|db| get_run(&db.conn, &db.path, id))
+    }
+
+    async fn run_list(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+        self.with(|db| db.run_list(filter))
+    }
+
+    async fn lease_renew(
+        &self,
+        node: &NodeId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        self.with(|db| db.lease_renew(node, until, now))
+    }
+
+    async fn run_recover_expired(
+        &self,
+        now: Timestamp,
+        node: Option<&NodeId>,
+    ) -> StoreResult<Vec<Run>> {
+        self.with(|db| db.run_recover_expired(now, node))
+    }
+
+    async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {
+        self.with(|db| db.run_progress(id, progress))
+    }
+
+    async fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()> {
+        self.with(|db| db.log_append(run, lines))
+    }
+
+    async fn log_list(
+        &self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<(u64, LogLine)>> {
+        self.with(|db| db.log_list(run, after, limit))
+    }
+
+    async fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts> {
+        self.with(|db| db.retention_purge(older_than))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use takt_core::store::StoreErrorKind;
+
+    #[test]
+    fn error_kinds_follow_the_sqlite_code() {
+        let failure =
+            |code: i32| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        let kind = |code| sql_error("/x/takt.db", "testing", failure(code)).kind();
+        assert_eq!(kind(rusqlite::ffi::SQLITE_BUSY), StoreErrorKind::Transient);
+        assert_eq!(
+            kind(rusqlite::ffi::SQLITE_LOCKED),
+            StoreErrorKind::Transient
+        );
+        assert_eq!(
+            kind(rusqlite::ffi::SQLITE_CONSTRAINT),
+            StoreErrorKind::Conflict
+        );
+        assert_eq!(kind(rusqlite::ffi::SQLITE_CORRUPT), StoreErrorKind::Other);
+        let e = sql_error(
+            "/x/takt.db",
+            "testing",
+            failure(rusqlite::ffi::SQLITE_READONLY),
+        );
+        assert!(e.to_string().contains("/x/takt.db is read-only"), "{e}");
+        let e = sql_error(
+            "/x/takt.db",
+            "testing",
+            failure(rusqlite::ffi::SQLITE_NOTADB),
+        );
+        assert!(e.to_string().contains("restore it from a backup"), "{e}");
+    }
+}

@@ -1,0 +1,580 @@
+//! The SQLite store against the core's conformance suite, on real files, plus what only a
+//! file-backed store has: migrations, refusals of corrupt / read-only / newer databases,
+//! exact round trips of every schedule kind, and data that survives reopening.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use takt_core::Timestamp;
+use takt_core::job::{JobDef, JobName, Priority};
+use takt_core::policy::{Backoff, RetryPolicy};
+use takt_core::run::{NodeId, RunEvent, RunState};
+use takt_core::schedule::calendar::CalendarRule;
+use takt_core::schedule::cron::{CronExpr, CronOptions, DayMatch};
+use takt_core::schedule::{DstPolicy, FoldPolicy, GapPolicy, Interval, Rule, Schedule, Zone};
+use takt_core::store::conformance::{self, block_on};
+use takt_core::store::{
+    ClaimParams, LogLevel, LogLine, RunFinish, Store, StoreError, StoreErrorKind,
+};
+use takt_host::store::{SqliteOptions, SqliteStore, latest_version, migrate};
+
+/// A directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "takt-sqlite-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, &SqliteOptions::default()).expect("open the store")
+}
+
+fn open_err(path: &Path) -> StoreError {
+    SqliteStore::open(path, &SqliteOptions::default()).expect_err("the open must fail")
+}
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("a valid instant")
+}
+
+#[test]
+fn conformance_on_a_temp_file() {
+    let dir = TempDir::new("conformance");
+    let n = AtomicUsize::new(0);
+    let report = block_on(conformance::run_all(|| {
+        let path = dir.file(&format!("check-{}.db", n.fetch_add(1, Ordering::Relaxed)));
+        async move { open(&path) }
+    }));
+    eprintln!("sqlite (file): {report}");
+    report.expect_skipped(&[]);
+    assert_eq!(report.passed.len(), 16, "every check ran");
+}
+
+#[test]
+fn conformance_in_memory() {
+    let report = block_on(conformance::run_all(|| async {
+        SqliteStore::open_in_memory().expect("in-memory store")
+    }));
+    eprintln!("sqlite (memory): {report}");
+    report.expect_skipped(&[]);
+}
+
+/// Two processes' worth of connections on one file, on real threads: `BEGIN IMMEDIATE` and
+/// the unique (job, fire time) key keep every fire claimed exactly once.
+#[test]
+fn connections_on_threads_claim_each_fire_once() {
+    let dir = TempDir::new("threads");
+    let path = dir.file("takt.db");
+    let store = open(&path);
+    let fires = block_on(conformance::seed_every_minute_jobs(&store, 8));
+    let claimed = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let path = path.clone();
+                s.spawn(move || {
+                    let own = open(&path);
+                    block_on(conformance::claim_until_empty(&own, i))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("claimer thread"))
+            .collect::<Vec<_>>()
+    });
+    conformance::assert_each_fire_once(&claimed, 8, fires);
+}
+
+#[test]
+fn migrations_applied_twice_are_a_noop() {
+    let dir = TempDir::new("migrate");
+    let path = dir.file("takt.db");
+    let first = migrate(&path).expect("migrate a new file");
+    assert_eq!(
+        first
+            .iter()
+            .map(|m| (m.version, m.name))
+            .collect::<Vec<_>>(),
+        [(1, "init")]
+    );
+    assert_eq!(migrate(&path).expect("migrate again"), [], "a no-op");
+    let store = open(&path);
+    assert_eq!(store.schema_version().expect("version"), latest_version());
+    assert_eq!(store.migrate().expect("migrate an open store"), []);
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(rows, 1, "recorded once");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("journal mode");
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_untouched() {
+    let dir = TempDir::new("newer");
+    let path = dir.file("takt.db");
+    drop(open(&path));
+    {
+        let conn = rusqlite::Connection::open(&path).expect("raw open");
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)",
+            [],
+        )
+        .expect("pretend a newer takt migrated");
+    }
+    let before = std::fs::read(&path).expect("read");
+    let e = open_err(&path);
+    assert_eq!(e.kind(), StoreErrorKind::Other);
+    let msg = e.to_string();
+    for part in [
+        path.display().to_string().as_str(),
+        "schema version 99",
+        &format!("versions 1 to {}", latest_version()),
+        "newer takt",
+        "restore a backup",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing in: {msg}");
+    }
+    assert_eq!(migrate(&path).unwrap_err().to_string(), msg);
+    assert_eq!(std::fs::read(&path).expect("read"), before, "untouched");
+}
+
+#[test]
+fn a_corrupt_file_is_refused_and_left_untouched() {
+    let dir = TempDir::new("corrupt");
+    let path = dir.file("takt.db");
+    let garbage: Vec<u8> = (0..8192u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&path, &garbage).expect("write garbage");
+    let e = open_err(&path);
+    assert_eq!(e.kind(), StoreErrorKind::Other);
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "the file {} is not a takt SQLite database or is corrupt",
+            path.display()
+        )),
+        "{msg}"
+    );
+    assert!(msg.contains("restore it from a backup"), "{msg}");
+    assert_eq!(migrate(&path).unwrap_err().kind(), StoreErrorKind::Other);
+    assert_eq!(std::fs::read(&path).expect("read"), garbage, "untouched");
+    let names: Vec<_> = std::fs::read_dir(&dir.0)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, ["takt.db"], "no -wal or -shm files were created");
+}
+
+#[test]
+fn a_read_only_file_is_refused() {
+    let dir = TempDir::new("readonly");
+    let path = dir.file("takt.db");
+    drop(open(&path));
+    let mut perms = std::fs::metadata(&path).expect("meta").permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(&path, perms.clone()).expect("chmod");
+    let e = open_err(&path);
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&path, perms).expect("chmod back");
+    assert_eq!(e.kind(), StoreErrorKind::Other);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "the database file {} is read-only; give the host's account write access to it and \
+             to its directory (SQLite writes -wal and -shm files beside it)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_missing_directory_says_so() {
+    let dir = TempDir::new("missing");
+    let path = dir.file("no/such/dir/takt.db");
+    let e = open_err(&path);
+    assert_eq!(e.kind(), StoreErrorKind::Other);
+    assert!(
+        e.to_string()
+            .starts_with(&format!("cannot open the database file {}", path.display())),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_held_write_lock_is_transient() {
+    let dir = TempDir::new("busy");
+    let path = dir.file("takt.db");
+    let store = SqliteStore::open(
+        &path,
+        &SqliteOptions::default().with_busy_timeout(Duration::from_millis(50)),
+    )
+    .expect("open");
+    let other = rusqlite::Connection::open(&path).expect("raw open");
+    other.execute_batch("BEGIN IMMEDIATE").expect("lock");
+    let job = JobDef::new("blocked", "t::noop").expect("job");
+    let e = block_on(store.job_insert(&job, ts("2026-06-01T10:00:00Z"))).unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Transient, "{e}");
+    assert!(e.is_retryable());
+    assert!(e.to_string().contains("is busy"), "{e}");
+    other.execute_batch("ROLLBACK").expect("unlock");
+    block_on(store.job_insert(&job, ts("2026-06-01T10:00:00Z"))).expect("after the lock");
+}
+
+/// One job per schedule kind, with every field of the model set.
+fn jobs_of_every_kind() -> Vec<JobDef> {
+    let berlin = Zone::get("Europe/Berlin").expect("zone");
+    let cron_and = CronExpr::parse_with(
+        "0 9 1-7 * MON",
+        CronOptions {
+            day_match: DayMatch::And,
+        },
+    )
+    .expect("cron");
+    let schedules = [
+        (
+            "cron",
+            Some(
+                Schedule::new(
+                    Rule::Cron(cron_and),
+                    Zone::get("America/New_York").expect("z"),
+                )
+                .with_dst(DstPolicy {
+                    gap: GapPolicy::Skip,
+                    fold: FoldPolicy::Both,
+                }),
+            ),
+        ),
+        (
+            "calendar",
+            Some(Schedule::new(
+                Rule::Calendar(
+                    CalendarRule::parse("weekly mon-fri every 1h between 06:00-22:30")
+                        .expect("calendar"),
+                ),
+                berlin.clone(),
+            )),
+        ),
+        (
+            "every",
+            Some(
+                Schedule::new(
+                    Rule::Interval(
+                        Interval::new(5400, Some(ts("2026-01-01T00:00:15Z"))).expect("interval"),
+                    ),
+                    Zone::utc(),
+                )
+                .with_dst(DstPolicy {
+                    gap: GapPolicy::Shift,
+                    fold: FoldPolicy::Once,
+                }),
+            ),
+        ),
+        (
+            "once",
+            Some(Schedule::new(
+                Rule::Once(ts("2026-11-30T22:00:00Z")),
+                Zone::get("Asia/Shanghai").expect("zone"),
+            )),
+        ),
+        ("manual", None),
+    ];
+    schedules
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, schedule))| {
+            let mut j = JobDef::new(&format!("job {name}"), "examples::hello").expect("job");
+            j.schedule = schedule;
+            j.group = Some("nightly".into());
+            j.params_json = r#"{"path": "/tmp", "n": 3}"#.into();
+            j.enabled = i % 2 == 0;
+            j.effective_from = Some(ts("2026-01-01T00:00:00Z"));
+            j.expires_at = Some(ts("2099-01-01T00:00:00.250Z"));
+            j.timeout = Some(Duration::from_secs(900));
+            j.retry = RetryPolicy {
+                max_retries: 3,
+                backoff: if i % 2 == 0 {
+                    "exp:1s..5m x2 jitter 0.2"
+                        .parse::<Backoff>()
+                        .expect("backoff")
+                } else {
+                    Backoff::seed_default()
+                },
+                retry_timeouts: i == 1,
+            };
+            j.misfire = "fire-all:10@5m".parse().expect("misfire");
+            j.overlap = "queue-one".parse().expect("overlap");
+            j.priority = Priority::new(10 + i as u16).expect("priority");
+            j.dependencies = vec![
+                JobName::new("collect").expect("name"),
+                JobName::new("cleanup \"old\" files").expect("name"),
+            ];
+            j.node_tag = Some("strong-box".into());
+            j.application = Some("mes".into());
+            j.owner = Some("Zhang San".into());
+            j.description = Some("archive line data — ünïcode, 'quotes'".into());
+            j.next_fire = j
+                .schedule
+                .as_ref()
+                .and_then(|s| s.next_after(ts("2026-06-01T10:00:00Z")))
+                .map(|o| o.at);
+            j.validate().expect("valid");
+            j
+        })
+        .collect()
+}
+
+#[test]
+fn every_schedule_kind_round_trips_exactly_and_survives_reopening() {
+    let dir = TempDir::new("kinds");
+    let path = dir.file("takt.db");
+    let now = ts("2026-06-01T10:00:00Z");
+    let mut stored = Vec::new();
+    {
+        let store = open(&path);
+        for job in jobs_of_every_kind() {
+            let got = block_on(store.job_insert(&job, now)).expect("insert");
+            let mut want = job.clone();
+            want.id = got.id;
+            want.version = 1;
+            want.updated_at = Some(now);
+            assert_eq!(got, want, "{} round-trips through insert", job.name);
+            assert_eq!(
+                block_on(store.job_get_by_name(&job.name)).expect("get"),
+                Some(got.clone())
+            );
+            stored.push(got);
+        }
+        assert_eq!(block_on(store.job_list()).expect("list"), stored);
+    }
+    let store = open(&path);
+    assert_eq!(
+        block_on(store.job_list()).expect("list after reopening"),
+        stored,
+        "every field survives reopening the file"
+    );
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let json: String = conn
+        .query_row(
+            "SELECT schedule_json FROM jobs WHERE name = 'job cron'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("row");
+    assert_eq!(
+        json,
+        r#"{"cron":"0 9 1-7 * MON","tz":"America/New_York","day_match":"and","dst_gap":"skip","dst_fold":"both"}"#
+    );
+    let manual: Option<String> = conn
+        .query_row(
+            "SELECT schedule_json FROM jobs WHERE name = 'job manual'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("row");
+    assert_eq!(manual, None, "manual only: no schedule");
+}
+
+#[test]
+fn runs_and_logs_survive_reopening() {
+    let dir = TempDir::new("reopen");
+    let path = dir.file("takt.db");
+    let t0 = ts("2026-06-01T10:00:00Z");
+    let at = |s: i64| {
+        t0.checked_add(Duration::from_secs(s as u64))
+            .expect("instant")
+    };
+    let (run, job) = {
+        let store = open(&path);
+        let mut job = JobDef::new("archive", "examples::archive").expect("job");
+        job.schedule = Some(Schedule::new(
+            Rule::Interval(Interval::new(60, Some(t0)).expect("interval")),
+            Zone::utc(),
+        ));
+        job.next_fire = Some(t0);
+        block_on(store.job_insert(&job, t0)).expect("insert");
+        let claimed = block_on(store.run_claim_due(&ClaimParams {
+            node: NodeId("node-a".into()),
+            now: at(1),
+            limit: 10,
+            lease: Duration::from_secs(60),
+        }))
+        .expect("claim");
+        assert_eq!(claimed.len(), 1);
+        let run = claimed[0].run.clone();
+        let id = run.id.expect("id");
+        let lines: Vec<LogLine> = (0..3)
+            .map(|i| LogLine {
+                at: at(2 + i),
+                level: LogLevel::ALL[i as usize],
+                message: format!("step {i}"),
+            })
+            .collect();
+        block_on(store.log_append(id, &lines)).expect("log");
+        let mut done = run.clone();
+        done.apply(
+            RunEvent::Succeeded {
+                result_json: Some(r#"{"rows":4}"#.into()),
+            },
+            at(5),
+            &RetryPolicy::default(),
+        )
+        .expect("legal");
+        let ended =
+            block_on(store.run_set_state_if_running(id, 1, &RunFinish::from_run(&done, at(5))))
+                .expect("finish");
+        (ended, claimed[0].job.clone())
+    };
+    let store = open(&path);
+    let id = run.id.expect("id");
+    assert_eq!(block_on(store.run_get(id)).expect("get"), Some(run.clone()));
+    assert_eq!(run.state, RunState::Succeeded);
+    assert_eq!(run.elapsed, Some(Duration::from_secs(4)));
+    assert_eq!(
+        block_on(store.job_get(job.id.expect("id"))).expect("get"),
+        Some(job.clone())
+    );
+    assert_eq!(job.next_fire, Some(at(60)), "next fire advanced and kept");
+    let log = block_on(store.log_list(id, None, 10)).expect("log");
+    assert_eq!(
+        log.iter()
+            .map(|(_, l)| l.message.as_str())
+            .collect::<Vec<_>>(),
+        ["step 0", "step 1", "step 2"]
+    );
+    assert_eq!(log[1].1.level, LogLevel::Debug);
+    // Deleting the job removes its runs and their logs (foreign keys are on).
+    block_on(store.job_delete(job.id.expect("id"))).expect("delete");
+    assert_eq!(block_on(store.run_get(id)).expect("get"), None);
+    assert!(
+        block_on(store.log_list(id, None, 10))
+            .expect("log")
+            .is_empty()
+    );
+}
+
+/// The same script on the reference memory store and on SQLite gives the same claims, runs
+/// and jobs: small claim limits with taken keys (a claim must read past them), retries due
+/// alongside fires, and equal priorities.
+#[test]
+fn claims_match_the_memory_store() {
+    use takt_core::run::{Run, SkipReason};
+    use takt_core::store::RunFilter;
+    use takt_core::store::memory::MemoryStore;
+
+    async fn script<S: Store>(store: &S) -> (Vec<(String, Timestamp, u32)>, Vec<Run>, Vec<JobDef>) {
+        let t0 = ts("2026-06-01T10:00:00Z");
+        let at = |s: u64| t0.checked_add(Duration::from_secs(s)).expect("instant");
+        let mut ids = Vec::new();
+        for (name, prio, period) in [
+            ("a", 500, 60),
+            ("b", 500, 30),
+            ("c", 10, 90),
+            ("d", 500, 60),
+        ] {
+            let mut j = JobDef::new(name, "t::noop").expect("job");
+            j.priority = Priority::new(prio).expect("priority");
+            j.retry = RetryPolicy::new(2, Backoff::seed_default());
+            j.schedule = Some(Schedule::new(
+                Rule::Interval(Interval::new(period, Some(t0)).expect("interval")),
+                Zone::utc(),
+            ));
+            j.next_fire = Some(t0);
+            ids.push(
+                store
+                    .job_insert(&j, t0)
+                    .await
+                    .expect("insert")
+                    .id
+                    .expect("id"),
+            );
+        }
+        // Fires already recorded: the claim must skip them and read further.
+        for (job, secs) in [(0, 0), (1, 0), (1, 30), (2, 0)] {
+            let r = Run::skipped(ids[job], at(secs), SkipReason::Overlap, None, t0);
+            store.run_insert_skipped(&r).await.expect("skip");
+        }
+        let mut claims = Vec::new();
+        for (step, now) in [5u64, 5, 40, 40, 70, 70, 70, 100, 130, 130, 200]
+            .into_iter()
+            .enumerate()
+        {
+            let got = store
+                .run_claim_due(&ClaimParams {
+                    node: NodeId(format!("n{}", step % 2)),
+                    now: at(now),
+                    limit: 1 + step % 2,
+                    lease: Duration::from_secs(60),
+                })
+                .await
+                .expect("claim");
+            for c in got {
+                claims.push((c.job.name.to_string(), c.run.fire_time, c.run.attempt));
+                if c.run.attempt == 1 && c.job.name.as_str() != "c" {
+                    let mut after = c.run.clone();
+                    after
+                        .apply(
+                            RunEvent::Failed {
+                                error: "boom".into(),
+                                retryable: true,
+                            },
+                            at(now + 1),
+                            &c.job.retry,
+                        )
+                        .expect("legal");
+                    store
+                        .run_set_state_if_running(
+                            c.run.id.expect("id"),
+                            1,
+                            &RunFinish::from_run(&after, at(now + 1)),
+                        )
+                        .await
+                        .expect("finish");
+                }
+            }
+        }
+        let runs = store
+            .run_list(&RunFilter {
+                limit: 1000,
+                ..RunFilter::default()
+            })
+            .await
+            .expect("runs");
+        (claims, runs, store.job_list().await.expect("jobs"))
+    }
+
+    let dir = TempDir::new("differential");
+    let sqlite = open(&dir.file("takt.db"));
+    let want = block_on(script(&MemoryStore::new()));
+    let got = block_on(script(&sqlite));
+    assert!(want.0.len() >= 10, "the script claims enough: {:?}", want.0);
+    assert_eq!(got.0, want.0, "claims in the same order");
+    assert_eq!(got.1, want.1, "the same runs");
+    assert_eq!(got.2, want.2, "the same jobs");
+}
