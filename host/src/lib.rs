@@ -1,12 +1,15 @@
 //! takt's host runtime: everything that touches the outside world.
 //!
-//! Today this is the schedule specification format shared by config files, the API and the
-//! command line ([`spec`]) and the `takt` command line itself ([`cli`]). The plugin loader,
-//! executor, scheduling loop and stores arrive here as their issues land; the pure decisions
-//! they carry out live in `takt-core`.
+//! The schedule specification shared by config files, the API and the command line ([`spec`]);
+//! the plugin loader ([`plugins`]); the executor that runs handler calls with deadlines
+//! ([`executor`]); the scheduling loop that claims due runs from a store, runs them and records
+//! how they ended ([`scheduler`]); the SQLite store ([`store`]); and the `takt` command line
+//! ([`cli`]). The decisions they carry out — schedules, the run state machine, retry, misfire
+//! and overlap policies, the storage contract — live in `takt-core`.
 
 pub mod cli;
 pub mod executor;
 pub mod plugins;
+pub mod scheduler;
 pub mod spec;
 pub mod store;

@@ -1,0 +1,120 @@
+//! [`Clock`]: where the loop reads "now" and waits for a time, so that tests can run an hour
+//! of scheduling in milliseconds with a [`TestClock`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::watch;
+
+/// A boxed future that completes when a clock reaches an instant.
+pub type Sleep<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// The scheduling loop's source of time.
+pub trait Clock: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+    /// Completes once [`now`](Clock::now) is at or after `at` (at once if it already is).
+    fn sleep_until(&self, at: Timestamp) -> Sleep<'_>;
+}
+
+/// The system clock (`Timestamp::now`) with tokio's timer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+
+    fn sleep_until(&self, at: Timestamp) -> Sleep<'_> {
+        Box::pin(async move {
+            // Re-check after waking: the wall clock may have been stepped back meanwhile.
+            loop {
+                let left = at.duration_since(Timestamp::now());
+                match Duration::try_from(left) {
+                    Ok(d) if !d.is_zero() => tokio::time::sleep(d).await,
+                    _ => return,
+                }
+            }
+        })
+    }
+}
+
+/// A clock that only moves when a test moves it ([`advance`](TestClock::advance),
+/// [`set`](TestClock::set)); every sleeper whose deadline is reached wakes at once.
+#[derive(Debug)]
+pub struct TestClock {
+    now: watch::Sender<Timestamp>,
+}
+
+impl TestClock {
+    /// A clock standing at `start`.
+    pub fn new(start: Timestamp) -> TestClock {
+        TestClock {
+            now: watch::Sender::new(start),
+        }
+    }
+
+    /// Moves the clock forward by `by` and wakes the sleepers it passes.
+    ///
+    /// # Panics
+    ///
+    /// If the instant would leave jiff's range (years -9999..=9999).
+    pub fn advance(&self, by: Duration) {
+        self.now.send_modify(|t| {
+            *t = t
+                .checked_add(by)
+                .expect("test clock advanced beyond jiff's timestamp range");
+        });
+    }
+
+    /// Sets the clock to `to` (backwards too) and wakes the sleepers it passes.
+    pub fn set(&self, to: Timestamp) {
+        self.now.send_replace(to);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Timestamp {
+        *self.now.borrow()
+    }
+
+    fn sleep_until(&self, at: Timestamp) -> Sleep<'_> {
+        let mut rx = self.now.subscribe();
+        Box::pin(async move {
+            // The sender lives in `self`, which outlives the future, so this cannot fail.
+            let _ = rx.wait_for(|now| *now >= at).await;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn test_clock_wakes_sleepers_when_passed() {
+        let t0: Timestamp = "2026-06-01T00:00:00Z".parse().unwrap();
+        let clock = TestClock::new(t0);
+        let at = t0.checked_add(Duration::from_secs(60)).unwrap();
+        let mut sleep = clock.sleep_until(at);
+        // Not yet: polling once does not complete it.
+        assert!(futures_poll_once(&mut sleep));
+        clock.advance(Duration::from_secs(30));
+        assert!(futures_poll_once(&mut sleep));
+        clock.advance(Duration::from_secs(30));
+        sleep.await;
+        assert_eq!(clock.now(), at);
+        // A deadline already passed completes at once.
+        clock.sleep_until(t0).await;
+    }
+
+    /// Polls once; `true` when still pending.
+    fn futures_poll_once(f: &mut Sleep<'_>) -> bool {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        f.as_mut().poll(&mut cx).is_pending()
+    }
+}

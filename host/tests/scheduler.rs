@@ -1,0 +1,555 @@
+//! The scheduling loop against the in-memory reference store and the real `testing` plugin,
+//! on a [`TestClock`]: an hour of scheduling runs in well under a second of clock reads.
+//!
+//! Each step moves the test clock and then waits (real time, generous bound) for the run
+//! events the step must produce, so the loop and the test never race; absence is checked by
+//! reading the store after a later step has been processed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use takt_core::job::{JobDef, JobId};
+use takt_core::policy::{Backoff, MisfireAction, MisfirePolicy, OverlapPolicy, RetryPolicy};
+use takt_core::run::{NODE_RESTARTED, NodeId, RunState, SkipReason};
+use takt_core::schedule::cron::CronExpr;
+use takt_core::schedule::{Interval, Rule, Schedule, Zone};
+use takt_core::store::memory::MemoryStore;
+use takt_core::store::{ClaimParams, RunFilter, Store};
+use takt_host::executor::{Executor, ExecutorConfig};
+use takt_host::plugins::{LoadOptions, PluginSet};
+use takt_host::scheduler::{
+    Clock, Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle, TestClock,
+};
+use tokio::sync::broadcast;
+
+// ---------------------------------------------------------------------------------------------
+// The plugin
+
+/// `target/<profile>`, from the running test binary's `target/<profile>/deps/<name>`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Builds `takt-plugin-testing` into the test's own target directory and profile (never from
+/// build.rs: the nested cargo would wait on the outer one's lock) and loads it into a set.
+fn plugins() -> Arc<PluginSet> {
+    static PLUGINS: OnceLock<Arc<PluginSet>> = OnceLock::new();
+    PLUGINS
+        .get_or_init(|| {
+            let dir = profile_dir();
+            let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+                .args(["build", "-p", "takt-plugin-testing"])
+                .arg("--target-dir")
+                .arg(dir.parent().expect("target/"));
+            match profile {
+                "debug" => {}
+                "release" => {
+                    cmd.arg("--release");
+                }
+                other => {
+                    cmd.args(["--profile", other]);
+                }
+            }
+            let status = cmd.status().expect("cargo runs");
+            assert!(
+                status.success(),
+                "building the test plugin failed: {status}"
+            );
+            use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
+            let file = dir.join(format!("{DLL_PREFIX}takt_plugin_testing{DLL_SUFFIX}"));
+            let options = LoadOptions {
+                shadow_dir: std::env::temp_dir().join("takt-scheduler-test-shadow"),
+                ..LoadOptions::default()
+            };
+            let mut set = PluginSet::default();
+            set.add_file(&file, &options);
+            assert!(set.refusals().is_empty(), "{:?}", set.refusals());
+            Arc::new(set)
+        })
+        .clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn t0() -> Timestamp {
+    "2026-06-01T00:00:00Z".parse().unwrap()
+}
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(t0().as_second() + secs).unwrap()
+}
+
+fn node() -> NodeId {
+    NodeId("node-a".to_string())
+}
+
+struct Harness {
+    clock: Arc<TestClock>,
+    store: MemoryStore,
+    handle: SchedulerHandle<MemoryStore>,
+    events: broadcast::Receiver<SchedulerEvent>,
+}
+
+impl Harness {
+    async fn start(store: MemoryStore, start: Timestamp) -> Harness {
+        let clock = Arc::new(TestClock::new(start));
+        let executor = Executor::new(ExecutorConfig {
+            grace: Duration::from_secs(2),
+            ..ExecutorConfig::default()
+        });
+        let dyn_clock: Arc<dyn Clock> = clock.clone();
+        let handle = Scheduler::new(
+            SchedulerConfig::new(node()),
+            store.clone(),
+            plugins(),
+            executor,
+            dyn_clock,
+        )
+        .start()
+        .await
+        .expect("the scheduler starts");
+        let events = handle.subscribe();
+        Harness {
+            clock,
+            store,
+            handle,
+            events,
+        }
+    }
+
+    fn advance(&self, secs: u64) {
+        self.clock.advance(Duration::from_secs(secs));
+    }
+
+    /// The next `Finished` event (real-time bound).
+    async fn finished(&mut self) -> (JobId, Timestamp, u32, RunState) {
+        loop {
+            let e = tokio::time::timeout(WAIT, self.events.recv())
+                .await
+                .expect("a run finishes in time")
+                .expect("the event channel is open and not lagging");
+            if let SchedulerEvent::Finished {
+                job,
+                fire_time,
+                attempt,
+                state,
+                ..
+            } = e
+            {
+                return (job, fire_time, attempt, state);
+            }
+        }
+    }
+
+    /// The next `Started` event (real-time bound).
+    async fn started(&mut self) -> (JobId, Timestamp) {
+        loop {
+            let e = tokio::time::timeout(WAIT, self.events.recv())
+                .await
+                .expect("a run starts in time")
+                .expect("the event channel is open");
+            if let SchedulerEvent::Started { job, fire_time, .. } = e {
+                return (job, fire_time);
+            }
+        }
+    }
+
+    /// `(fire time, state)` of every run of `job`, oldest first.
+    async fn runs(&self, job: JobId) -> Vec<(Timestamp, RunState)> {
+        let mut runs: Vec<_> = self
+            .store
+            .run_list(&RunFilter {
+                job: Some(job),
+                state: None,
+                limit: 10_000,
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.fire_time, r.state))
+            .collect();
+        runs.sort_by_key(|(fire, _)| *fire);
+        runs
+    }
+}
+
+fn schedule(rule: Rule) -> Schedule {
+    Schedule::new(rule, Zone::utc())
+}
+
+fn every_minute() -> Schedule {
+    schedule(Rule::Cron(CronExpr::parse("* * * * *").unwrap()))
+}
+
+fn every_seconds(n: u64) -> Schedule {
+    schedule(Rule::Interval(Interval::new(n, None).unwrap()))
+}
+
+fn job(name: &str, handler: &str, params: &str) -> JobDef {
+    let mut j = JobDef::new(name, handler).unwrap();
+    j.params_json = params.to_string();
+    j
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hour_of_minutes_fires_each_minute_exactly_once() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let j = h
+        .handle
+        .add_job(job("minutely", "testing::echo", "{}").with_schedule(every_minute()))
+        .await
+        .unwrap();
+    let id = j.id.unwrap();
+    assert_eq!(j.next_fire, Some(at(60)));
+    for k in 1..=60 {
+        h.advance(60);
+        let (job, fire, attempt, state) = h.finished().await;
+        assert_eq!(
+            (job, fire, attempt, state),
+            (id, at(60 * k), 1, RunState::Succeeded)
+        );
+    }
+    let expected: Vec<_> = (1..=60)
+        .map(|k| (at(60 * k), RunState::Succeeded))
+        .collect();
+    assert_eq!(h.runs(id).await, expected);
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_minutes_of_seconds_fire_each_second_exactly_once() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let j = h
+        .handle
+        .add_job(job("secondly", "testing::echo", "{}").with_schedule(every_seconds(1)))
+        .await
+        .unwrap();
+    let id = j.id.unwrap();
+    for k in 1..=300 {
+        h.advance(1);
+        let (job, fire, _, state) = h.finished().await;
+        assert_eq!((job, fire, state), (id, at(k), RunState::Succeeded));
+    }
+    let expected: Vec<_> = (1..=300).map(|k| (at(k), RunState::Succeeded)).collect();
+    assert_eq!(h.runs(id).await, expected);
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retryable_failure_is_retried_after_each_backoff_delay() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j = job(
+        "flaky",
+        "testing::fail",
+        r#"{"message": "disk busy", "retryable": true}"#,
+    );
+    j.retry = RetryPolicy::new(
+        2,
+        Backoff::Fixed(vec![Duration::from_secs(10), Duration::from_secs(30)]),
+    );
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    let fire = h.handle.trigger(id).await.unwrap();
+    assert_eq!(fire, t0());
+
+    assert_eq!(h.finished().await, (id, t0(), 1, RunState::Pending));
+    let run = h.store.run_list(&RunFilter::default()).await.unwrap();
+    assert_eq!(run.len(), 1);
+    assert_eq!(run[0].attempt, 2);
+    assert_eq!(run[0].next_attempt_at, Some(at(10)));
+    assert!(run[0].error.as_deref().unwrap().contains("disk busy"));
+
+    // Not before its delay: the retry starts at 10 s, not at 9 s.
+    h.advance(9);
+    h.advance(1);
+    assert_eq!(h.finished().await, (id, t0(), 2, RunState::Pending));
+    let run = h.store.run_list(&RunFilter::default()).await.unwrap();
+    assert_eq!(run[0].started_at, Some(at(10)));
+    assert_eq!(run[0].next_attempt_at, Some(at(40)));
+
+    h.advance(29);
+    h.advance(1);
+    assert_eq!(h.finished().await, (id, t0(), 3, RunState::Failed));
+    let run = h.store.run_list(&RunFilter::default()).await.unwrap();
+    assert_eq!(run.len(), 1, "retries re-use the run");
+    assert_eq!(run[0].started_at, Some(at(40)));
+    assert_eq!(run[0].finished_at, Some(at(40)));
+    assert_eq!(run[0].attempt, 3);
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_its_timeout_is_recorded_timed_out() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j = job("slow", "testing::polite", r#"{"seconds": 30.0}"#);
+    j.timeout = Some(Duration::from_millis(300));
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.handle.trigger(id).await.unwrap();
+    assert_eq!(h.finished().await, (id, t0(), 1, RunState::TimedOut));
+    let run = &h.store.run_list(&RunFilter::default()).await.unwrap()[0];
+    assert_eq!(run.state, RunState::TimedOut);
+    assert!(run.error.is_some());
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_handler_fails_the_run_without_retry() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j = job("lost", "nowhere::nothing", "{}");
+    j.retry = RetryPolicy::new(3, Backoff::None);
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.handle.trigger(id).await.unwrap();
+    assert_eq!(h.finished().await, (id, t0(), 1, RunState::Failed));
+    let run = &h.store.run_list(&RunFilter::default()).await.unwrap()[0];
+    assert!(run.error.as_deref().unwrap().contains("nowhere"), "{run:?}");
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabling_and_rescheduling_take_effect_at_once() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let add = |name: &str| job(name, "testing::echo", "{}").with_schedule(every_minute());
+    let a = h.handle.add_job(add("a")).await.unwrap().id.unwrap();
+    let w = h.handle.add_job(add("witness")).await.unwrap().id.unwrap();
+
+    h.advance(60);
+    let mut got = vec![h.finished().await.0, h.finished().await.0];
+    got.sort();
+    assert_eq!(got, vec![a, w]);
+
+    h.handle.set_enabled(a, false).await.unwrap();
+    for k in 2..=4 {
+        h.advance(60);
+        assert_eq!(h.finished().await, (w, at(60 * k), 1, RunState::Succeeded));
+    }
+    assert_eq!(h.runs(a).await, vec![(at(60), RunState::Succeeded)]);
+
+    // Re-enabled: next fire from now, the minutes missed while disabled are not misfires.
+    let enabled = h.handle.set_enabled(a, true).await.unwrap();
+    assert_eq!(enabled.next_fire, Some(at(300)));
+
+    // A new schedule: every 10 s from now (4 min), before the next minute.
+    let mut changed = h.store.job_get(a).await.unwrap().unwrap();
+    changed.schedule = Some(every_seconds(10));
+    let changed = h.handle.update_job(changed).await.unwrap();
+    assert_eq!(changed.next_fire, Some(at(250)));
+    h.advance(10);
+    assert_eq!(h.finished().await, (a, at(250), 1, RunState::Succeeded));
+    assert_eq!(
+        h.runs(a).await,
+        vec![
+            (at(60), RunState::Succeeded),
+            (at(250), RunState::Succeeded)
+        ]
+    );
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_left_running_by_this_node_is_failed_and_retried_at_start() {
+    let store = MemoryStore::default();
+    let mut j = job("survivor", "testing::echo", "{}");
+    j.retry = RetryPolicy::new(1, Backoff::Fixed(vec![Duration::from_secs(10)]));
+    j.next_fire = Some(t0());
+    let id = store.job_insert(&j, t0()).await.unwrap().id.unwrap();
+    let claimed = store
+        .run_claim_due(&ClaimParams {
+            node: node(),
+            now: t0(),
+            limit: 1,
+            lease: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    let run_id = claimed[0].run.id.unwrap();
+
+    // The node comes back 5 s later (its lease has not even expired).
+    let mut h = Harness::start(store, at(5)).await;
+    let run = h.store.run_get(run_id).await.unwrap().unwrap();
+    assert_eq!(run.state, RunState::Pending);
+    assert_eq!(run.error.as_deref(), Some(NODE_RESTARTED));
+    assert_eq!(run.attempt, 2);
+    assert_eq!(run.next_attempt_at, Some(at(15)));
+
+    h.advance(10);
+    assert_eq!(h.finished().await, (id, t0(), 2, RunState::Succeeded));
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_during_a_run_records_it_cancelled_not_timed_out() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j = job("long", "testing::polite", r#"{"seconds": 60.0}"#);
+    j.timeout = Some(Duration::from_secs(120));
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.handle.trigger(id).await.unwrap();
+    assert_eq!(h.started().await, (id, t0()));
+    let begun = std::time::Instant::now();
+    tokio::time::timeout(WAIT, h.handle.shutdown(Duration::from_secs(5)))
+        .await
+        .expect("shutdown returns within its grace");
+    assert!(begun.elapsed() < Duration::from_secs(15));
+    let run = &h.store.run_list(&RunFilter::default()).await.unwrap()[0];
+    assert_eq!(run.state, RunState::Cancelled);
+    assert_eq!(run.error.as_deref(), Some("cancelled (shutdown)"));
+    assert_eq!(h.handle.running(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fires_missed_beyond_the_lateness_window_are_recorded_as_skipped() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j = job("reports", "testing::echo", "{}").with_schedule(every_minute());
+    j.misfire = MisfirePolicy::default(); // skip, 60 s lateness
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+
+    // Ten and a half minutes at once (the host was asleep): 00:01..00:09 are more than 60 s
+    // late and skipped; 00:10 is 30 s late, within the window, and runs.
+    h.advance(630);
+    assert_eq!(h.finished().await, (id, at(600), 1, RunState::Succeeded));
+    let mut expected: Vec<_> = (1..=9).map(|k| (at(60 * k), RunState::Skipped)).collect();
+    expected.push((at(600), RunState::Succeeded));
+    assert_eq!(h.runs(id).await, expected);
+    let skipped = h
+        .store
+        .run_list(&RunFilter {
+            job: Some(id),
+            state: Some(RunState::Skipped),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert!(
+        skipped
+            .iter()
+            .all(|r| r.skip_reason == Some(SkipReason::Misfire))
+    );
+
+    // Back on time: the next minute runs normally.
+    h.advance(30);
+    assert_eq!(h.finished().await, (id, at(660), 1, RunState::Succeeded));
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_while_the_previous_run_still_runs_is_skipped_as_overlap() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let j =
+        job("archive", "testing::polite", r#"{"seconds": 60.0}"#).with_schedule(every_seconds(10));
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.advance(10);
+    assert_eq!(h.started().await, (id, at(10)));
+    h.advance(10);
+    // No event for a skip: wait (real time, bounded) until the store shows it.
+    let begun = std::time::Instant::now();
+    while h.runs(id).await.len() < 2 {
+        assert!(
+            begun.elapsed() < WAIT,
+            "the overlapping fire was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let skipped = h
+        .store
+        .run_list(&RunFilter {
+            job: Some(id),
+            state: Some(RunState::Skipped),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].fire_time, at(20));
+    assert_eq!(skipped[0].skip_reason, Some(SkipReason::Overlap));
+    let job = h.store.job_get(id).await.unwrap().unwrap();
+    assert_eq!(job.next_fire, Some(at(30)));
+
+    h.handle.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.runs(id).await,
+        vec![(at(10), RunState::Cancelled), (at(20), RunState::Skipped)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_and_progress_reach_the_store() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let j = job(
+        "talker",
+        "testing::chatty",
+        r#"{"lines": 250, "bytes": 20}"#,
+    );
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.handle.trigger(id).await.unwrap();
+    assert_eq!(h.finished().await, (id, t0(), 1, RunState::Succeeded));
+    let run = h.store.run_list(&RunFilter::default()).await.unwrap()[0].clone();
+    let lines = h.store.log_list(run.id.unwrap(), None, 1000).await.unwrap();
+    assert_eq!(lines.len(), 250);
+    assert!(
+        lines[0].1.message.starts_with("line 1 of 250"),
+        "{:?}",
+        lines[0]
+    );
+    assert!(lines[249].1.message.starts_with("line 250 of 250"));
+    assert!(lines.windows(2).all(|w| w[0].0 < w[1].0), "in order");
+    let progress = run.progress.expect("progress recorded");
+    assert_eq!((progress.done, progress.total), (250, 250));
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_all_catches_up_the_latest_misfires_and_allow_runs_them_side_by_side() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j = job("collect", "testing::echo", "{}").with_schedule(every_minute());
+    j.misfire = MisfirePolicy::new(MisfireAction::FireAll { max: 3 });
+    j.overlap = OverlapPolicy::Allow;
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+
+    // 00:01..00:09 are misfires: the latest three (00:07..00:09) run, older ones are skipped;
+    // 00:10 is within the window and runs as usual.
+    h.advance(630);
+    let mut fires = Vec::new();
+    for _ in 0..4 {
+        let (job, fire, _, state) = h.finished().await;
+        assert_eq!((job, state), (id, RunState::Succeeded));
+        fires.push(fire);
+    }
+    fires.sort();
+    assert_eq!(fires, vec![at(420), at(480), at(540), at(600)]);
+    let mut expected: Vec<_> = (1..=6).map(|k| (at(60 * k), RunState::Skipped)).collect();
+    expected.extend((7..=10).map(|k| (at(60 * k), RunState::Succeeded)));
+    assert_eq!(h.runs(id).await, expected);
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_allow_starts_a_second_copy() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j =
+        job("parallel", "testing::polite", r#"{"seconds": 60.0}"#).with_schedule(every_seconds(10));
+    j.overlap = OverlapPolicy::Allow;
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.advance(10);
+    assert_eq!(h.started().await, (id, at(10)));
+    h.advance(10);
+    assert_eq!(h.started().await, (id, at(20)));
+    assert_eq!(h.handle.running(), 2);
+    h.handle.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.runs(id).await,
+        vec![(at(10), RunState::Cancelled), (at(20), RunState::Cancelled)]
+    );
+}
