@@ -316,17 +316,28 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     /// Enables or disables a job. A disabled job is claimed no more (fires and retries) from
     /// the loop's next pass; enabling one recomputes its next fire from now, so the fires it
     /// missed while disabled are not run as misfires.
+    ///
+    /// The next fire is moved *before* the job is enabled: the loop leaves disabled jobs
+    /// alone, so it cannot race the move (done after enabling, a pass running at that moment
+    /// could treat the stale next fire as a misfire and move it first).
     pub async fn set_enabled(&self, id: JobId, enabled: bool) -> Result<JobDef, SchedulerError> {
         let store = &self.shared.store;
         let now = self.shared.clock.now();
-        let mut job = store.job_set_enabled(id, enabled, now).await?;
-        if enabled && let Some(schedule) = &job.schedule {
-            let next = first_fire_after(schedule, now);
-            if next != job.next_fire {
-                store.job_set_next_fire(id, job.next_fire, next).await?;
-                job.next_fire = next;
+        if enabled {
+            let job = store
+                .job_get(id)
+                .await?
+                .ok_or(SchedulerError::JobNotFound(id))?;
+            if !job.enabled
+                && let Some(schedule) = &job.schedule
+            {
+                let next = first_fire_after(schedule, now);
+                if next != job.next_fire {
+                    store.job_set_next_fire(id, job.next_fire, next).await?;
+                }
             }
         }
+        let job = store.job_set_enabled(id, enabled, now).await?;
         self.shared.notify.notify_one();
         Ok(job)
     }
@@ -341,14 +352,22 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         let store = &self.shared.store;
         let now = self.shared.clock.now();
         let fire = floor_second(now);
-        let job = store
-            .job_get(id)
-            .await?
-            .ok_or(SchedulerError::JobNotFound(id))?;
-        if job.next_fire.is_none_or(|nf| nf > fire) {
-            store
-                .job_set_next_fire(id, job.next_fire, Some(fire))
-                .await?;
+        // The loop may advance the next fire between our read and our compare-and-set; read
+        // again and retry (a few times: each loss means the loop made progress).
+        let mut attempts = 0;
+        loop {
+            let job = store
+                .job_get(id)
+                .await?
+                .ok_or(SchedulerError::JobNotFound(id))?;
+            if job.next_fire.is_some_and(|nf| nf <= fire) {
+                break;
+            }
+            match store.job_set_next_fire(id, job.next_fire, Some(fire)).await {
+                Ok(()) => break,
+                Err(e) if e.kind() == StoreErrorKind::Conflict && attempts < 5 => attempts += 1,
+                Err(e) => return Err(e.into()),
+            }
         }
         self.shared.notify.notify_one();
         Ok(fire)
