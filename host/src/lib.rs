@@ -8,6 +8,7 @@
 //! and overlap policies, the storage contract — live in `takt-core`.
 
 pub mod cli;
+pub mod config;
 pub mod executor;
 pub mod plugins;
 pub mod scheduler;

@@ -4,7 +4,12 @@
 //! config file and API use ([`crate::spec::ScheduleSpec`]), call the core, print. Human output
 //! is an aligned table; `--json` prints one JSON document for scripts.
 
+mod db;
+mod init;
+mod job;
 mod plugin;
+mod run;
+mod runs;
 mod schedule;
 mod table;
 
@@ -22,6 +27,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Manage jobs in the database: add, list, show, update, enable, disable, trigger, remove.
+    #[command(subcommand)]
+    Job(job::JobCmd),
+    /// List runs, newest first.
+    Runs(runs::RunsArgs),
+    /// Print a run's log lines (--follow to wait for more until the run ends).
+    Logs(runs::LogsArgs),
+    /// Database maintenance.
+    #[command(subcommand)]
+    Db(db::DbCmd),
     /// Inspect schedules: when they fire next, and what they mean.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCmd),
@@ -31,6 +46,10 @@ enum Command {
     /// Inspect plugin files: what loads, what is refused and why.
     #[command(subcommand)]
     Plugin(plugin::PluginCmd),
+    /// Write a commented takt.toml with example jobs and create the database.
+    Init(init::InitArgs),
+    /// Run the scheduler on the jobs of takt.toml and the database, printing every run.
+    Run(run::RunArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 on success, 1 when the command
@@ -50,9 +69,15 @@ pub fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let result = match cli.command {
+        Command::Job(cmd) => job::run(cmd),
+        Command::Runs(args) => runs::runs(args),
+        Command::Logs(args) => runs::logs(args),
+        Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),
         Command::Cron(cmd) => schedule::run_cron(cmd),
         Command::Plugin(cmd) => plugin::run(cmd),
+        Command::Init(args) => init::run(args),
+        Command::Run(args) => run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,177 @@
+//! `takt init`: a commented `takt.toml`, a database, and the next command.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use crate::config::{Config, DEFAULT_FILE};
+use crate::store::{SqliteOptions, SqliteStore};
+
+/// Options of `takt init`.
+#[derive(Debug, Args)]
+pub(super) struct InitArgs {
+    /// The directory to write takt.toml, takt.db and tokens/ into.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    dir: PathBuf,
+    /// Overwrite an existing takt.toml.
+    #[arg(long)]
+    force: bool,
+}
+
+pub(super) fn run(args: InitArgs) -> Result<()> {
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create the directory {}", args.dir.display()))?;
+    let dir = std::path::absolute(&args.dir)
+        .with_context(|| format!("cannot resolve the directory {}", args.dir.display()))?;
+    let file = dir.join(DEFAULT_FILE);
+    if file.exists() && !args.force {
+        bail!(
+            "{} already exists; keep it, or pass --force to overwrite it",
+            file.display()
+        );
+    }
+    let plugin_dir = plugin_dir();
+    let tokens = dir.join("tokens");
+    std::fs::create_dir_all(&tokens)
+        .with_context(|| format!("cannot create the directory {}", tokens.display()))?;
+    let text = template(&plugin_dir, &tokens);
+    // The template must be a valid config: check before writing.
+    let config = Config::parse(&text, &file, |_| None)
+        .map_err(|e| anyhow::anyhow!("internal error: the generated config is invalid: {e}"))?;
+    std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
+    println!("wrote {}", file.display());
+    println!(
+        "created {} (files the clean-expired-tokens job looks at)",
+        tokens.display()
+    );
+    let store = SqliteStore::open(&config.database, &SqliteOptions::default())?;
+    println!(
+        "created the database {} (schema version {})",
+        config.database.display(),
+        store.schema_version()?
+    );
+    if !has_examples(&plugin_dir) {
+        println!(
+            "note: the examples plugin is not in {} yet; build it with `cargo build`",
+            plugin_dir.display()
+        );
+    }
+    let here = std::env::current_dir().ok();
+    if here.as_deref() == Some(dir.as_path()) {
+        println!("next: takt run        (Ctrl-C stops; `takt run --for 30s` stops by itself)");
+    } else {
+        println!(
+            "next: takt run --config {}        (Ctrl-C stops)",
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+/// The directory of this `takt` binary (`target/debug` of the checkout when run by `cargo
+/// run`), where `cargo build` also puts the example plugins.
+fn plugin_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("plugins"))
+}
+
+fn has_examples(dir: &Path) -> bool {
+    dir.join(format!(
+        "{}takt_plugin_examples{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ))
+    .is_file()
+}
+
+/// A TOML basic string.
+fn quoted(p: &Path) -> String {
+    toml::Value::String(p.display().to_string()).to_string()
+}
+
+fn template(plugin_dir: &Path, tokens: &Path) -> String {
+    format!(
+        r#"# takt.toml: the configuration of `takt run` (written by `takt init`).
+# Relative paths are relative to this file's directory. The environment overrides some keys:
+# TAKT_DB, TAKT_PLUGIN_DIR, TAKT_NODE_ID, TAKT_CAPACITY, TAKT_TZ.
+
+# The SQLite database: jobs, every run and its log lines. Created (and migrated) at start.
+database = "takt.db"
+
+# Where plugin files (.so / .dll / .dylib) are loaded from. `cargo build` puts the example
+# plugins next to the takt binary; files that are not valid plugins are listed as refused,
+# with the reason and the fix, and never stop the others.
+plugin_dir = {plugin_dir}
+
+# Where content-addressed copies of the plugins are loaded from (default: .takt-shadow next to
+# the database), so plugin files can be replaced while takt runs.
+# shadow_dir = ".takt-shadow"
+
+# This node's id, recorded on its runs (default: the host name).
+# node_id = "line-3-pc"
+
+# The most runs at once on this node.
+capacity = 8
+
+# The time zone of job schedules that name none (an IANA name such as "Asia/Shanghai").
+timezone = "UTC"
+
+# On Ctrl-C, how long running runs may finish before they are cancelled (recorded as
+# cancelled, reason shutdown).
+grace = "10s"
+
+# Remove finished runs (and their logs) older than this many days, at start.
+# retention_days = 30
+
+[plugins]
+# Refuse a plugin file unless its SHA-256 is this (before it is even loaded):
+# pins = {{ "libacme_jobs.so" = "<64 hex digits from sha256sum>" }}
+# Refuse every file without a pin:
+# require_pins = false
+# Map old HandlerType names onto plugin handlers:
+# aliases = {{ "Acme.Jobs.CleanJob, Acme.Jobs" = "acme::clean" }}
+
+# Jobs. Each is synced into the database when `takt run` starts (matched by name; jobs added
+# with the command line or the API are left alone). Keys:
+#   name, handler ("plugin::handler"), params (an inline table, passed as JSON),
+#   a schedule: cron | calendar | every | at (none: run only when triggered),
+#   tz, dst_gap (shift|skip), dst_fold (auto|once|both), day_match (or|and; cron only),
+#   timeout ("30s"), retries (a count), retry_delays ("10s,30s,60s" or "exp:1s..5m x2"),
+#   misfire (skip | fire-once | fire-all:N, optionally "@LATENESS"),
+#   overlap (skip | queue-one | allow | cancel-running), priority (0 first … 999),
+#   group, enabled (true|false), description.
+
+[[jobs]]
+name = "hello"
+handler = "examples::hello"
+params = {{ name = "takt" }}
+every = "10s"              # fires at :00, :10, :20 … of every minute
+description = "greets every 10 seconds: the first run comes within 10 s of `takt run`"
+
+[[jobs]]
+name = "clean-expired-tokens"
+handler = "examples::clean_expired_tokens"
+params = {{ dir = {tokens}, keepDays = 30, dryRun = true }}
+cron = "0 * * * * *"       # second 0 of every minute (seconds first); seed 003 runs it nightly: "0 0 3 * * *"
+timeout = "10m"
+retries = 3
+retry_delays = "10s,30s,60s"
+misfire = "fire-once"
+overlap = "skip"
+description = "seed 003: reports (dryRun) files older than 30 days in tokens/"
+
+[[jobs]]
+name = "weekday-hourly"
+handler = "examples::hello"
+params = {{ name = "seed 004" }}
+calendar = "weekly on mon-fri every 1h between 06:00-22:30"
+tz = "Asia/Shanghai"
+description = "seed 004: hourly from 06:00 to 22:00 on weekdays, Shanghai time"
+"#,
+        plugin_dir = quoted(plugin_dir),
+        tokens = quoted(tokens),
+    )
+}

@@ -1,0 +1,670 @@
+//! `takt job add|list|show|update|enable|disable|trigger|remove`: job definitions in the
+//! SQLite store.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use takt_core::Timestamp;
+use takt_core::job::{JobDef, JobName, Priority};
+use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy};
+use takt_core::schedule::{Rule, Schedule, format_duration, parse_duration};
+use takt_core::store::{RunFilter, Store};
+
+use super::db::{DbArg, block_on};
+use super::table::Table;
+use crate::plugins::parse_handler_type;
+use crate::spec::{CalendarSpec, ScheduleSpec};
+use crate::store::SqliteStore;
+
+/// How many skipped occurrences (DST gaps) are walked past looking for a firing one; the
+/// scheduler's own bound.
+const MAX_SKIPS_WALKED: usize = 64;
+
+#[derive(Debug, Subcommand)]
+pub(super) enum JobCmd {
+    /// Add a job. The handler type is only checked for syntax here; whether a plugin provides
+    /// it is checked when the job runs.
+    Add(AddArgs),
+    /// List the jobs.
+    List {
+        #[command(flatten)]
+        db: DbArg,
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show every field of a job, its schedule in words and its next 5 fire times.
+    Show {
+        /// The job's name.
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a job (only the options given). A changed schedule recomputes the next fire.
+    Update(UpdateArgs),
+    /// Enable a job.
+    Enable {
+        /// The job's name.
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Disable a job: it fires no more until enabled.
+    Disable {
+        /// The job's name.
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Make a job due now: its next fire is set to the current second, so a running
+    /// `takt run` on the same database claims it on its next poll.
+    Trigger {
+        /// The job's name.
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Remove a job with its runs and their logs (a job with runs needs --yes).
+    Remove {
+        /// The job's name.
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+        /// Remove even when the job has recorded runs (they are deleted with it).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(super) struct AddArgs {
+    /// The unique job name.
+    #[arg(long)]
+    name: String,
+    /// What runs: `plugin::handler` (e.g. `examples::hello`) or `Namespace.Class, Assembly`.
+    #[arg(long, value_name = "TYPE")]
+    handler: String,
+    #[command(flatten)]
+    rule: AddRule,
+    #[command(flatten)]
+    opts: JobOpts,
+    /// Add the job disabled.
+    #[arg(long)]
+    disabled: bool,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct AddRule {
+    /// A cron expression: `*/5 * * * *`, `0 30 9 * * MON-FRI`, `@daily`.
+    #[arg(long, value_name = "EXPR")]
+    cron: Option<String>,
+    /// A calendar schedule: `weekly mon-fri every 1h between 06:00-22:30`.
+    #[arg(long, value_name = "SPEC")]
+    calendar: Option<String>,
+    /// A fixed interval of elapsed time: `90s`, `5m`, `1h30m`.
+    #[arg(long, value_name = "DURATION")]
+    every: Option<String>,
+    /// Once, at an instant (`2026-12-01T06:00:00Z`) or a wall-clock time in --tz.
+    #[arg(long, value_name = "INSTANT")]
+    at: Option<String>,
+    /// No schedule: the job runs only when triggered.
+    #[arg(long)]
+    manual: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct UpdateArgs {
+    /// The job's name.
+    name: String,
+    /// A new handler type.
+    #[arg(long, value_name = "TYPE")]
+    handler: Option<String>,
+    #[command(flatten)]
+    rule: UpdateRule,
+    #[command(flatten)]
+    opts: JobOpts,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+#[derive(Debug, Args)]
+#[group(required = false, multiple = false)]
+struct UpdateRule {
+    /// A new cron expression.
+    #[arg(long, value_name = "EXPR")]
+    cron: Option<String>,
+    /// A new calendar schedule.
+    #[arg(long, value_name = "SPEC")]
+    calendar: Option<String>,
+    /// A new fixed interval.
+    #[arg(long, value_name = "DURATION")]
+    every: Option<String>,
+    /// A new single fire time.
+    #[arg(long, value_name = "INSTANT")]
+    at: Option<String>,
+    /// Remove the schedule: the job runs only when triggered.
+    #[arg(long)]
+    manual: bool,
+}
+
+#[derive(Debug, Args)]
+struct JobOpts {
+    /// The handler's parameters as a JSON object or array [default: {}].
+    #[arg(long, value_name = "JSON")]
+    params: Option<String>,
+    /// IANA time zone the schedule is read in [default: UTC].
+    #[arg(long, value_name = "ZONE")]
+    tz: Option<String>,
+    /// How long an attempt may run: `30s`, `5m`, `1h` [default: no limit].
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Retries after a failed attempt [default: 0].
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
+    /// Waits before the retries: `10s,30s,60s`, or `exp:…` for exponential backoff.
+    #[arg(long, value_name = "DELAYS")]
+    retry_delays: Option<String>,
+    /// Missed fires: skip, fire-once, or fire-all:N[@lateness].
+    #[arg(long, value_name = "POLICY")]
+    misfire: Option<String>,
+    /// Fires while a run is going: skip, queue-one, allow, cancel-running.
+    #[arg(long, value_name = "POLICY")]
+    overlap: Option<String>,
+    /// Order among runs due together, 0 (first) to 999.
+    #[arg(long, value_name = "0-999")]
+    priority: Option<u16>,
+    /// The job's group.
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
+    /// Free text.
+    #[arg(long, value_name = "TEXT")]
+    description: Option<String>,
+    /// Cron only: how day-of-month and day-of-week combine when both are set.
+    #[arg(long, value_name = "or|and")]
+    day_match: Option<String>,
+    /// Wall-clock times in a DST gap: shift to the end of the gap, or skip.
+    #[arg(long, value_name = "shift|skip")]
+    dst_gap: Option<String>,
+    /// Wall-clock times in a DST fold: auto, once, both.
+    #[arg(long, value_name = "auto|once|both")]
+    dst_fold: Option<String>,
+}
+
+impl JobOpts {
+    fn touches_schedule(&self) -> bool {
+        self.tz.is_some()
+            || self.day_match.is_some()
+            || self.dst_gap.is_some()
+            || self.dst_fold.is_some()
+    }
+
+    /// Sets the policy fields given on the command line.
+    fn apply(&self, job: &mut JobDef) -> Result<()> {
+        if let Some(p) = &self.params {
+            job.params_json = parse_params(p)?;
+        }
+        if let Some(t) = &self.timeout {
+            let secs = parse_duration(t).map_err(|e| anyhow!("--timeout: {e}"))?;
+            if secs == 0 {
+                bail!("--timeout: give at least 1s");
+            }
+            job.timeout = Some(Duration::from_secs(secs));
+        }
+        if let Some(n) = self.retries {
+            job.retry.max_retries = n;
+        }
+        if let Some(d) = &self.retry_delays {
+            job.retry.backoff = d
+                .parse::<Backoff>()
+                .map_err(|e| anyhow!("--retry-delays: {e}"))?;
+        }
+        if let Some(m) = &self.misfire {
+            job.misfire = m
+                .parse::<MisfirePolicy>()
+                .map_err(|e| anyhow!("--misfire: {e}"))?;
+        }
+        if let Some(o) = &self.overlap {
+            job.overlap = o
+                .parse::<OverlapPolicy>()
+                .map_err(|e| anyhow!("--overlap: {e}"))?;
+        }
+        if let Some(p) = self.priority {
+            job.priority = Priority::new(p).map_err(|e| anyhow!("--priority: {e}"))?;
+        }
+        if let Some(g) = &self.group {
+            job.group = (!g.is_empty()).then(|| g.clone());
+        }
+        if let Some(d) = &self.description {
+            job.description = (!d.is_empty()).then(|| d.clone());
+        }
+        Ok(())
+    }
+
+    fn apply_schedule(&self, spec: &mut ScheduleSpec) {
+        let set = |slot: &mut Option<String>, v: &Option<String>| {
+            if v.is_some() {
+                slot.clone_from(v);
+            }
+        };
+        set(&mut spec.tz, &self.tz);
+        set(&mut spec.day_match, &self.day_match);
+        set(&mut spec.dst_gap, &self.dst_gap);
+        set(&mut spec.dst_fold, &self.dst_fold);
+    }
+}
+
+/// The parameters, checked to be JSON (an object or an array), as compact text.
+fn parse_params(text: &str) -> Result<String> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| anyhow!("--params is not valid JSON: {e}"))?;
+    if !(v.is_object() || v.is_array()) {
+        bail!("--params must be a JSON object or array, got {text}");
+    }
+    Ok(v.to_string())
+}
+
+/// The flags a schedule came from, for error messages.
+fn spec_flags(spec: &ScheduleSpec) -> String {
+    let mut flags = Vec::new();
+    for (flag, v) in [
+        ("--cron", spec.cron.is_some()),
+        ("--calendar", spec.calendar.is_some()),
+        ("--every", spec.every.is_some()),
+        ("--at", spec.at.is_some()),
+        ("--tz", spec.tz.is_some()),
+        ("--day-match", spec.day_match.is_some()),
+        ("--dst-gap", spec.dst_gap.is_some()),
+        ("--dst-fold", spec.dst_fold.is_some()),
+    ] {
+        if v {
+            flags.push(flag);
+        }
+    }
+    flags.join(", ")
+}
+
+fn build_schedule(spec: &ScheduleSpec) -> Result<Schedule> {
+    spec.to_schedule()
+        .map_err(|e| anyhow!("invalid schedule ({}): {e}", spec_flags(spec)))
+}
+
+fn rule_spec(
+    cron: &Option<String>,
+    calendar: &Option<String>,
+    every: &Option<String>,
+    at: &Option<String>,
+) -> ScheduleSpec {
+    ScheduleSpec {
+        cron: cron.clone(),
+        calendar: calendar.clone().map(CalendarSpec::Text),
+        every: every.clone(),
+        at: at.clone(),
+        ..ScheduleSpec::default()
+    }
+}
+
+fn floor_second(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// Up to `n` firing occurrences after `after` (DST-gap skips are passed over, as the
+/// scheduler does when it computes a job's next fire).
+fn next_fires(schedule: &Schedule, after: Timestamp, n: usize) -> Vec<Timestamp> {
+    schedule
+        .iter_after(after)
+        .take(MAX_SKIPS_WALKED.saturating_mul(n.max(1)))
+        .filter(|o| o.fires())
+        .take(n)
+        .map(|o| o.at)
+        .collect()
+}
+
+fn first_fire_after(schedule: &Schedule, after: Timestamp) -> Option<Timestamp> {
+    next_fires(schedule, after, 1).into_iter().next()
+}
+
+/// A schedule in a few words, for the list.
+fn short_schedule(s: Option<&Schedule>) -> String {
+    let Some(s) = s else {
+        return "manual".to_string();
+    };
+    let rule = match s.rule() {
+        Rule::Cron(c) => format!("cron {c}"),
+        Rule::Calendar(c) => format!("calendar {c}"),
+        Rule::Interval(i) => return i.describe(),
+        Rule::Once(t) => format!("at {t}"),
+        _ => s.describe(),
+    };
+    let zone = s.zone().to_string();
+    if zone == "UTC" {
+        rule
+    } else {
+        format!("{rule} ({zone})")
+    }
+}
+
+fn opt_ts(t: Option<Timestamp>) -> String {
+    t.map_or_else(|| "-".to_string(), |t| t.to_string())
+}
+
+fn load(store: &SqliteStore, name: &str) -> Result<JobDef> {
+    let key = JobName::new(name).map_err(|e| anyhow!("{e}"))?;
+    block_on(store.job_get_by_name(&key))??.ok_or_else(|| anyhow!("no job named \"{name}\""))
+}
+
+fn job_json(job: &JobDef, fires: &[Timestamp]) -> Value {
+    let params: Value = serde_json::from_str(&job.params_json).unwrap_or(Value::Null);
+    json!({
+        "id": job.id.map(|i| i.0),
+        "name": job.name.as_str(),
+        "enabled": job.enabled,
+        "handler": job.handler_type,
+        "params": params,
+        "schedule": job.schedule.as_ref().map(ScheduleSpec::from_schedule),
+        "schedule_short": short_schedule(job.schedule.as_ref()),
+        "schedule_description": job.schedule.as_ref().map(Schedule::describe),
+        "timeout_secs": job.timeout.map(|d| d.as_secs()),
+        "retries": job.retry.max_retries,
+        "retry_delays": job.retry.backoff.to_string(),
+        "retry_timeouts": job.retry.retry_timeouts,
+        "misfire": job.misfire.to_string(),
+        "overlap": job.overlap.to_string(),
+        "priority": job.priority.get(),
+        "group": job.group,
+        "dependencies": job.dependencies.iter().map(JobName::as_str).collect::<Vec<_>>(),
+        "node_tag": job.node_tag,
+        "application": job.application,
+        "owner": job.owner,
+        "description": job.description,
+        "effective_from": job.effective_from.map(|t| t.to_string()),
+        "expires_at": job.expires_at.map(|t| t.to_string()),
+        "next_fire": job.next_fire.map(|t| t.to_string()),
+        "version": job.version,
+        "updated_at": job.updated_at.map(|t| t.to_string()),
+        "next_fires": fires.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    })
+}
+
+fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
+    let mut t = Table::new(["field", "value"]);
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
+    t.row(["name".to_string(), job.name.to_string()]);
+    t.row([
+        "id".to_string(),
+        job.id.map_or("-".to_string(), |i| i.to_string()),
+    ]);
+    t.row(["enabled".to_string(), job.enabled.to_string()]);
+    t.row(["handler".to_string(), job.handler_type.clone()]);
+    t.row(["params".to_string(), job.params_json.clone()]);
+    t.row([
+        "schedule".to_string(),
+        short_schedule(job.schedule.as_ref()),
+    ]);
+    t.row([
+        "described".to_string(),
+        job.schedule
+            .as_ref()
+            .map_or("runs only when triggered".to_string(), Schedule::describe),
+    ]);
+    t.row([
+        "timeout".to_string(),
+        job.timeout
+            .map_or("none".to_string(), |d| format_duration(d.as_secs())),
+    ]);
+    t.row(["retries".to_string(), job.retry.max_retries.to_string()]);
+    t.row(["retry delays".to_string(), job.retry.backoff.to_string()]);
+    t.row(["misfire".to_string(), job.misfire.to_string()]);
+    t.row(["overlap".to_string(), job.overlap.to_string()]);
+    t.row(["priority".to_string(), job.priority.get().to_string()]);
+    t.row(["group".to_string(), opt(&job.group)]);
+    let deps: Vec<&str> = job.dependencies.iter().map(JobName::as_str).collect();
+    t.row([
+        "dependencies".to_string(),
+        if deps.is_empty() {
+            "-".to_string()
+        } else {
+            deps.join(", ")
+        },
+    ]);
+    t.row(["node tag".to_string(), opt(&job.node_tag)]);
+    t.row(["application".to_string(), opt(&job.application)]);
+    t.row(["owner".to_string(), opt(&job.owner)]);
+    t.row(["description".to_string(), opt(&job.description)]);
+    t.row(["effective from".to_string(), opt_ts(job.effective_from)]);
+    t.row(["expires at".to_string(), opt_ts(job.expires_at)]);
+    t.row(["next fire (UTC)".to_string(), opt_ts(job.next_fire)]);
+    t.row(["version".to_string(), job.version.to_string()]);
+    t.row(["updated at".to_string(), opt_ts(job.updated_at)]);
+    let mut out = t.render();
+    if job.schedule.is_some() {
+        out.push_str(&format!("\nnext {} fire times (UTC):\n", fires.len()));
+        for f in fires {
+            out.push_str(&format!("  {f}\n"));
+        }
+    }
+    out
+}
+
+pub(super) fn run(cmd: JobCmd) -> Result<()> {
+    match cmd {
+        JobCmd::Add(a) => add(a),
+        JobCmd::List { db, json } => list(&db, json),
+        JobCmd::Show { name, db, json } => {
+            let store = db.open()?;
+            let job = load(&store, &name)?;
+            let fires = job
+                .schedule
+                .as_ref()
+                .map(|s| next_fires(s, Timestamp::now(), 5))
+                .unwrap_or_default();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&job_json(&job, &fires))?);
+            } else {
+                print!("{}", job_text(&job, &fires));
+            }
+            Ok(())
+        }
+        JobCmd::Update(u) => update(u),
+        JobCmd::Enable { name, db } => set_enabled(&db, &name, true),
+        JobCmd::Disable { name, db } => set_enabled(&db, &name, false),
+        JobCmd::Trigger { name, db } => {
+            let store = db.open()?;
+            let job = load(&store, &name)?;
+            let id = job.id.context("stored job without id")?;
+            if !job.enabled {
+                bail!("job \"{name}\" is disabled; enable it first (takt job enable {name})");
+            }
+            let now = floor_second(Timestamp::now());
+            block_on(store.job_set_next_fire(id, job.next_fire, Some(now)))?
+                .with_context(|| format!("cannot trigger job \"{name}\""))?;
+            println!(
+                "triggered {name}: due at {now}; a running `takt run` on this database starts it"
+            );
+            Ok(())
+        }
+        JobCmd::Remove { name, db, yes } => {
+            let store = db.open()?;
+            let job = load(&store, &name)?;
+            let id = job.id.context("stored job without id")?;
+            let filter = RunFilter {
+                job: Some(id),
+                state: None,
+                limit: 1,
+            };
+            let has_runs = !block_on(store.run_list(&filter))??.is_empty();
+            if has_runs && !yes {
+                bail!(
+                    "job \"{name}\" has recorded runs; pass --yes to remove it with its runs and logs"
+                );
+            }
+            block_on(store.job_delete(id))??;
+            println!("removed {name}");
+            Ok(())
+        }
+    }
+}
+
+fn add(a: AddArgs) -> Result<()> {
+    parse_handler_type(&a.handler).map_err(|e| anyhow!("--handler: {e}"))?;
+    let mut job = JobDef::new(&a.name, a.handler.trim()).map_err(|e| anyhow!("{e}"))?;
+    let r = &a.rule;
+    if r.manual {
+        if a.opts.touches_schedule() {
+            bail!("--manual takes no --tz, --day-match, --dst-gap or --dst-fold");
+        }
+    } else {
+        let mut spec = rule_spec(&r.cron, &r.calendar, &r.every, &r.at);
+        a.opts.apply_schedule(&mut spec);
+        job.schedule = Some(build_schedule(&spec)?);
+    }
+    a.opts.apply(&mut job)?;
+    job.enabled = !a.disabled;
+    job.validate().map_err(|e| anyhow!("{e}"))?;
+    let now = Timestamp::now();
+    job.next_fire = job.schedule.as_ref().and_then(|s| first_fire_after(s, now));
+    let store = a.db.open()?;
+    let stored = block_on(store.job_insert(&job, now))??;
+    let fires = stored
+        .schedule
+        .as_ref()
+        .map(|s| next_fires(s, now, 3))
+        .unwrap_or_default();
+    println!(
+        "added job {} (id {})",
+        stored.name,
+        stored.id.map_or(0, |i| i.0)
+    );
+    print_summary(&stored, &fires);
+    Ok(())
+}
+
+fn print_summary(job: &JobDef, fires: &[Timestamp]) {
+    println!("  schedule: {}", short_schedule(job.schedule.as_ref()));
+    println!("  enabled:  {}", job.enabled);
+    println!("  handler:  {}", job.handler_type);
+    if job.schedule.is_some() {
+        println!("  next {} fire times (UTC):", fires.len());
+        for f in fires {
+            println!("    {f}");
+        }
+    } else {
+        println!("  runs only when triggered (takt job trigger {})", job.name);
+    }
+}
+
+fn update(u: UpdateArgs) -> Result<()> {
+    let store = u.db.open()?;
+    let mut job = load(&store, &u.name)?;
+    if let Some(h) = &u.handler {
+        parse_handler_type(h).map_err(|e| anyhow!("--handler: {e}"))?;
+        job.handler_type = h.trim().to_string();
+    }
+    let r = &u.rule;
+    let new_rule = r.cron.is_some() || r.calendar.is_some() || r.every.is_some() || r.at.is_some();
+    let mut schedule_changed = false;
+    if r.manual {
+        if u.opts.touches_schedule() {
+            bail!("--manual takes no --tz, --day-match, --dst-gap or --dst-fold");
+        }
+        schedule_changed = job.schedule.is_some();
+        job.schedule = None;
+    } else if new_rule || u.opts.touches_schedule() {
+        let old = job.schedule.as_ref().map(ScheduleSpec::from_schedule);
+        let mut spec = if new_rule {
+            let mut s = rule_spec(&r.cron, &r.calendar, &r.every, &r.at);
+            // Keep the zone and DST choices unless they are given again.
+            if let Some(o) = &old {
+                s.tz.clone_from(&o.tz);
+                s.dst_gap.clone_from(&o.dst_gap);
+                s.dst_fold.clone_from(&o.dst_fold);
+            }
+            s
+        } else {
+            old.ok_or_else(|| {
+                anyhow!("job \"{}\" has no schedule; give --cron, --calendar, --every or --at with --tz", u.name)
+            })?
+        };
+        u.opts.apply_schedule(&mut spec);
+        let schedule = build_schedule(&spec)?;
+        schedule_changed = job.schedule.as_ref() != Some(&schedule);
+        job.schedule = Some(schedule);
+    }
+    u.opts.apply(&mut job)?;
+    job.validate().map_err(|e| anyhow!("{e}"))?;
+    let now = Timestamp::now();
+    if schedule_changed {
+        job.next_fire = job.schedule.as_ref().and_then(|s| first_fire_after(s, now));
+    }
+    let stored = block_on(store.job_update(&job, now))?
+        .with_context(|| format!("cannot update job \"{}\"", u.name))?;
+    let fires = stored
+        .schedule
+        .as_ref()
+        .map(|s| next_fires(s, now, 3))
+        .unwrap_or_default();
+    println!("updated job {} (version {})", stored.name, stored.version);
+    print_summary(&stored, &fires);
+    Ok(())
+}
+
+fn set_enabled(db: &DbArg, name: &str, enabled: bool) -> Result<()> {
+    let store = db.open()?;
+    let job = load(&store, name)?;
+    let id = job.id.context("stored job without id")?;
+    block_on(store.job_set_enabled(id, enabled, Timestamp::now()))??;
+    println!("{} {name}", if enabled { "enabled" } else { "disabled" });
+    Ok(())
+}
+
+fn list(db: &DbArg, json: bool) -> Result<()> {
+    let store = db.open()?;
+    let jobs = block_on(store.job_list())??;
+    if json {
+        let now = Timestamp::now();
+        let all: Vec<Value> = jobs
+            .iter()
+            .map(|j| {
+                let fires = j
+                    .schedule
+                    .as_ref()
+                    .map(|s| next_fires(s, now, 3))
+                    .unwrap_or_default();
+                job_json(j, &fires)
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    if jobs.is_empty() {
+        println!("no jobs (add one with takt job add)");
+        return Ok(());
+    }
+    let mut t = Table::new([
+        "name",
+        "enabled",
+        "schedule",
+        "next fire (UTC)",
+        "handler",
+        "priority",
+    ]);
+    for j in &jobs {
+        t.row([
+            j.name.to_string(),
+            if j.enabled { "yes" } else { "no" }.to_string(),
+            short_schedule(j.schedule.as_ref()),
+            opt_ts(j.next_fire),
+            j.handler_type.clone(),
+            j.priority.get().to_string(),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(())
+}

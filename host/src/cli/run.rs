@@ -1,0 +1,369 @@
+//! `takt run`: the host on the embedded SQLite store, with the jobs of `takt.toml`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use jiff::Timestamp;
+use takt_core::job::{JobDef, JobId};
+use takt_core::run::{NodeId, RunId, RunState};
+use takt_core::schedule::{format_duration, parse_duration};
+use takt_core::store::Store;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
+use crate::executor::{Executor, ExecutorConfig};
+use crate::plugins::{LoadOptions, PluginSet};
+use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle, SystemClock};
+use crate::store::{SqliteOptions, SqliteStore};
+
+/// Options of `takt run`.
+#[derive(Debug, Args)]
+pub(super) struct RunArgs {
+    /// The config file [default: takt.toml in the working directory].
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Stop by itself after this long (e.g. 30s, 5m), as Ctrl-C would.
+    #[arg(long = "for", value_name = "DURATION")]
+    run_for: Option<String>,
+}
+
+pub(super) fn run(args: RunArgs) -> Result<()> {
+    let run_for = match &args.run_for {
+        Some(text) => Some(Duration::from_secs(
+            parse_duration(text).map_err(|e| anyhow::anyhow!("--for \"{text}\": {e}"))?,
+        )),
+        None => None,
+    };
+    let file = args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));
+    let config = Config::load(&file)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(host(config, run_for))
+}
+
+async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
+    if let Some(dir) = config
+        .database
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
+    }
+    let store = SqliteStore::open(&config.database, &SqliteOptions::default())?;
+    println!(
+        "takt {} on {} (node {}, capacity {}, config {})",
+        env!("CARGO_PKG_VERSION"),
+        config.database.display(),
+        config.node_id,
+        config.capacity,
+        config.file.display()
+    );
+
+    let options = LoadOptions {
+        shadow_dir: config.shadow_dir.clone(),
+        pins: config.pins.clone(),
+        require_pins: config.require_pins,
+        aliases: config.aliases.clone(),
+    };
+    let plugins = Arc::new(PluginSet::load_dir(&config.plugin_dir, &options));
+    for p in plugins.plugins() {
+        let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
+        println!(
+            "plugin {} {} loaded: {}",
+            p.name,
+            p.version,
+            handlers.join(", ")
+        );
+    }
+    for r in plugins.refusals() {
+        println!(
+            "plugin file {} refused: {}; fix: {}",
+            r.file.display(),
+            r.reason,
+            r.fix
+        );
+    }
+    if plugins.plugins().is_empty() {
+        println!(
+            "no plugin loaded from {}: every run will fail; build the plugins (`cargo build`) or \
+             set plugin_dir in {}",
+            config.plugin_dir.display(),
+            config.file.display()
+        );
+    }
+
+    let executor = Executor::new(ExecutorConfig {
+        capacity: config.capacity,
+        ..ExecutorConfig::default()
+    });
+    let mut sched_config = SchedulerConfig::new(NodeId(config.node_id.clone()));
+    sched_config.capacity = config.capacity;
+    let scheduler = Scheduler::new(
+        sched_config,
+        store.clone(),
+        plugins.clone(),
+        executor,
+        Arc::new(SystemClock),
+    );
+    let handle = scheduler.start().await?;
+    let mut events = handle.subscribe();
+
+    if let Err(e) = sync_jobs(&config, &store, &handle, &plugins).await {
+        handle.shutdown(Duration::ZERO).await;
+        return Err(e);
+    }
+    if let Some(days) = config.retention_days {
+        let cutoff = Timestamp::now()
+            .checked_sub(jiff::SignedDuration::from_hours(i64::from(days) * 24))
+            .unwrap_or(Timestamp::MIN);
+        let purged = store.retention_purge(cutoff).await?;
+        println!(
+            "retention: removed {} runs and {} log lines finished more than {days} days ago",
+            purged.runs, purged.log_lines
+        );
+    }
+
+    let mut names: HashMap<JobId, String> = store
+        .job_list()
+        .await?
+        .into_iter()
+        .filter_map(|j| j.id.map(|id| (id, j.name.to_string())))
+        .collect();
+    let mut scheduled: Vec<(String, Timestamp)> = store
+        .job_list()
+        .await?
+        .into_iter()
+        .filter(|j| j.enabled)
+        .filter_map(|j| j.next_fire.map(|n| (j.name.to_string(), n)))
+        .collect();
+    scheduled.sort_by_key(|(_, n)| *n);
+    for (name, next) in &scheduled {
+        println!("job {name}: next fire {}", short_time(*next));
+    }
+    match run_for {
+        Some(d) => println!(
+            "running for {}; Ctrl-C stops earlier",
+            format_duration(d.as_secs())
+        ),
+        None => println!("running; Ctrl-C stops"),
+    }
+    println!();
+    println!(
+        "{:<8}  {:<24}  {:<8}  {:>7}  {:<9}  {:>8}",
+        "UTC", "JOB", "FIRE", "ATTEMPT", "STATE", "ELAPSED"
+    );
+
+    let mut printer = Printer {
+        store: store.clone(),
+        log_seen: HashMap::new(),
+        counts: BTreeMap::new(),
+        started: 0,
+    };
+    let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Ok(ev) => printer.print(&ev, &mut names).await,
+                Err(RecvError::Lagged(n)) => println!("({n} run events not shown: the terminal is slower than the runs)"),
+                Err(RecvError::Closed) => break,
+            },
+            _ = &mut ctrl_c => { println!("interrupted"); break; }
+            () = sleep => break,
+        }
+    }
+
+    // Drain: let running runs finish for up to `grace`, then cancel the rest as shutdown.
+    let drain_start = Instant::now();
+    let running = handle.running();
+    if running > 0 {
+        println!(
+            "stopping: waiting up to {} for {running} running runs",
+            format_duration(config.grace.as_secs())
+        );
+    } else {
+        println!("stopping");
+    }
+    while handle.running() > 0 && drain_start.elapsed() < config.grace {
+        tokio::select! {
+            ev = events.recv() => if let Ok(ev) = ev { printer.print(&ev, &mut names).await },
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let left = config.grace.saturating_sub(drain_start.elapsed());
+    handle.shutdown(left.max(Duration::from_secs(1))).await;
+    while let Ok(ev) = events.try_recv() {
+        printer.print(&ev, &mut names).await;
+    }
+
+    let ended: Vec<String> = printer
+        .counts
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    println!(
+        "summary: {} attempts started{}{}; every run is recorded in {}",
+        printer.started,
+        if ended.is_empty() { "" } else { ", " },
+        ended.join(", "),
+        config.database.display()
+    );
+    Ok(())
+}
+
+/// Inserts new file jobs, updates changed ones, disables file jobs the file no longer
+/// declares; refuses a file job whose name a CLI/API job already has.
+async fn sync_jobs(
+    config: &Config,
+    store: &SqliteStore,
+    handle: &SchedulerHandle<SqliteStore>,
+    plugins: &PluginSet,
+) -> Result<()> {
+    let stored = store.job_list().await?;
+    let by_name: HashMap<&str, &JobDef> = stored.iter().map(|j| (j.name.as_str(), j)).collect();
+    let (mut added, mut updated, mut unchanged, mut disabled) = (0, 0, 0, 0);
+    for job in &config.jobs {
+        match by_name.get(job.name.as_str()) {
+            None => {
+                handle.add_job(job.clone()).await?;
+                added += 1;
+            }
+            Some(old) if old.application.as_deref() != Some(CONFIG_APPLICATION) => bail!(
+                "{}: job \"{}\" already exists in {} and was not declared in a config file; \
+                 rename the job in the file, or remove the stored one (`takt job remove`)",
+                config.file.display(),
+                job.name,
+                config.database.display()
+            ),
+            Some(old) if same_definition(old, job) => unchanged += 1,
+            Some(old) => {
+                let mut new = job.clone();
+                new.id = old.id;
+                new.version = old.version;
+                handle.update_job(new).await?;
+                updated += 1;
+            }
+        }
+        if let Err(e) = plugins.resolve(&job.handler_type) {
+            println!(
+                "warning: job {}: handler \"{}\" does not resolve ({e}); its runs will be \
+                 recorded as failed until a plugin provides it",
+                job.name, job.handler_type
+            );
+        }
+    }
+    for old in &stored {
+        if old.application.as_deref() == Some(CONFIG_APPLICATION)
+            && old.enabled
+            && !config.jobs.iter().any(|j| j.name == old.name)
+            && let Some(id) = old.id
+        {
+            handle.set_enabled(id, false).await?;
+            println!(
+                "job {} is no longer in {}: disabled (its history is kept)",
+                old.name,
+                config.file.display()
+            );
+            disabled += 1;
+        }
+    }
+    println!(
+        "jobs from {}: {added} added, {updated} updated, {unchanged} unchanged, {disabled} disabled",
+        config.file.display()
+    );
+    Ok(())
+}
+
+struct Printer {
+    store: SqliteStore,
+    /// The last log sequence number printed per run.
+    log_seen: HashMap<RunId, u64>,
+    /// Attempts ended, by recorded state.
+    counts: BTreeMap<String, usize>,
+    started: usize,
+}
+
+impl Printer {
+    async fn print(&mut self, ev: &SchedulerEvent, names: &mut HashMap<JobId, String>) {
+        let (run, job, fire, attempt, state) = match ev {
+            SchedulerEvent::Started {
+                run,
+                job,
+                fire_time,
+                attempt,
+            } => {
+                self.started += 1;
+                (*run, *job, *fire_time, *attempt, None)
+            }
+            SchedulerEvent::Finished {
+                run,
+                job,
+                fire_time,
+                attempt,
+                state,
+            } => (*run, *job, *fire_time, *attempt, Some(*state)),
+        };
+        if !names.contains_key(&job)
+            && let Ok(Some(j)) = self.store.job_get(job).await
+        {
+            names.insert(job, j.name.to_string());
+        }
+        let name = names.get(&job).cloned().unwrap_or_else(|| job.to_string());
+        let stored = match state {
+            Some(_) => self.store.run_get(run).await.ok().flatten(),
+            None => None,
+        };
+        let elapsed = stored
+            .as_ref()
+            .and_then(|r| r.elapsed)
+            .map(|d| format!("{:.3}s", d.as_secs_f64()))
+            .unwrap_or_else(|| "-".into());
+        let shown_state = match state {
+            None => "running".to_string(),
+            Some(RunState::Pending) => "retrying".to_string(),
+            Some(s) => s.name().to_string(),
+        };
+        println!(
+            "{:<8}  {:<24}  {:<8}  {:>7}  {:<9}  {:>8}",
+            short_time(Timestamp::now()),
+            name,
+            short_time(fire),
+            attempt,
+            shown_state,
+            elapsed
+        );
+        if state.is_none() {
+            return;
+        }
+        *self.counts.entry(shown_state).or_default() += 1;
+        if let Some(error) = stored.as_ref().and_then(|r| r.error.as_deref()) {
+            println!("          error: {error}");
+        }
+        let after = self.log_seen.get(&run).copied();
+        if let Ok(lines) = self.store.log_list(run, after, 1000).await {
+            for (seq, line) in lines {
+                println!("          {:<5} {}", line.level.name(), line.message);
+                self.log_seen.insert(run, seq);
+            }
+        }
+    }
+}
+
+/// `HH:MM:SS` in UTC.
+fn short_time(t: Timestamp) -> String {
+    t.strftime("%H:%M:%S").to_string()
+}

@@ -1,0 +1,243 @@
+//! `takt runs` and `takt logs RUN_ID`: run history and run logs from the SQLite store.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use clap::Args;
+use serde_json::{Value, json};
+use takt_core::job::{JobId, JobName};
+use takt_core::run::{Run, RunId, RunState};
+use takt_core::store::{LogLine, RunFilter, Store};
+
+use super::db::{DbArg, block_on};
+use super::table::Table;
+use crate::store::SqliteStore;
+
+/// The widest error text shown in the table.
+const ERROR_CHARS: usize = 60;
+/// How often `takt logs --follow` polls.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+/// Log lines read per query.
+const LOG_PAGE: usize = 1000;
+
+#[derive(Debug, Args)]
+pub(super) struct RunsArgs {
+    /// Only this job's runs.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+    /// Only runs in this state: pending, running, succeeded, failed, cancelled, timed_out, skipped.
+    #[arg(long, value_name = "STATE")]
+    state: Option<String>,
+    /// The most runs to print.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    limit: usize,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct LogsArgs {
+    /// The run's id (see `takt runs`).
+    run_id: i64,
+    /// Keep printing new lines (polling every 500 ms) until the run reaches a final state.
+    #[arg(long)]
+    follow: bool,
+    /// Print JSON: one document, or with --follow one object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    let one_line = text.replace(['\n', '\r'], " ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut s: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+fn run_json(r: &Run, job: &str) -> Value {
+    json!({
+        "id": r.id.map(|i| i.0),
+        "job_id": r.job_id.0,
+        "job": job,
+        "fire_time": r.fire_time.to_string(),
+        "state": r.state.name(),
+        "attempt": r.attempt,
+        "node": r.node_id.as_ref().map(|n| n.0.clone()),
+        "created_at": r.created_at.to_string(),
+        "started_at": r.started_at.map(|t| t.to_string()),
+        "finished_at": r.finished_at.map(|t| t.to_string()),
+        "elapsed_ms": r.elapsed.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        "error": r.error,
+        "result": r.result_json.as_deref().and_then(|t| serde_json::from_str::<Value>(t).ok()),
+        "skip_reason": r.skip_reason.map(|s| s.name()),
+        "next_attempt_at": r.next_attempt_at.map(|t| t.to_string()),
+        "lease_expires_at": r.lease_expires_at.map(|t| t.to_string()),
+    })
+}
+
+fn elapsed_text(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+pub(super) fn runs(a: RunsArgs) -> Result<()> {
+    if a.limit == 0 {
+        return Err(anyhow!("--limit must be at least 1"));
+    }
+    let state = match &a.state {
+        Some(s) => Some(RunState::from_name(s).ok_or_else(|| {
+            anyhow!("--state: unknown run state \"{s}\"; use one of pending, running, succeeded, failed, cancelled, timed_out, skipped")
+        })?),
+        None => None,
+    };
+    let store = a.db.open()?;
+    let jobs = block_on(store.job_list())??;
+    let names: HashMap<JobId, String> = jobs
+        .iter()
+        .filter_map(|j| j.id.map(|id| (id, j.name.to_string())))
+        .collect();
+    let job = match &a.job {
+        Some(name) => {
+            let key = JobName::new(name).map_err(|e| anyhow!("--job: {e}"))?;
+            let found = jobs.iter().find(|j| j.name == key);
+            Some(
+                found
+                    .and_then(|j| j.id)
+                    .ok_or_else(|| anyhow!("--job: no job named \"{name}\""))?,
+            )
+        }
+        None => None,
+    };
+    let filter = RunFilter {
+        job,
+        state,
+        limit: a.limit,
+    };
+    let list = block_on(store.run_list(&filter))??;
+    let name_of = |r: &Run| {
+        names
+            .get(&r.job_id)
+            .cloned()
+            .unwrap_or_else(|| r.job_id.to_string())
+    };
+    if a.json {
+        let all: Vec<Value> = list.iter().map(|r| run_json(r, &name_of(r))).collect();
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    if list.is_empty() {
+        println!("no runs");
+        return Ok(());
+    }
+    let mut t = Table::new([
+        "id",
+        "job",
+        "fire time (UTC)",
+        "state",
+        "attempt",
+        "node",
+        "started",
+        "elapsed",
+        "error",
+    ]);
+    for r in &list {
+        t.row([
+            r.id.map_or("-".to_string(), |i| i.to_string()),
+            name_of(r),
+            r.fire_time.to_string(),
+            r.state.name().to_string(),
+            r.attempt.to_string(),
+            r.node_id
+                .as_ref()
+                .map_or("-".to_string(), ToString::to_string),
+            r.started_at.map_or("-".to_string(), |t| t.to_string()),
+            r.elapsed.map_or("-".to_string(), elapsed_text),
+            r.error
+                .as_deref()
+                .map_or(String::new(), |e| truncate(e, ERROR_CHARS)),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(())
+}
+
+fn get_run(store: &SqliteStore, id: RunId) -> Result<Run> {
+    block_on(store.run_get(id))??.ok_or_else(|| anyhow!("no run with id {id}"))
+}
+
+/// Every log line after `after`, in order.
+fn read_lines(
+    store: &SqliteStore,
+    id: RunId,
+    mut after: Option<u64>,
+) -> Result<Vec<(u64, LogLine)>> {
+    let mut out = Vec::new();
+    loop {
+        let page = block_on(store.log_list(id, after, LOG_PAGE))??;
+        let full = page.len() == LOG_PAGE;
+        if let Some((seq, _)) = page.last() {
+            after = Some(*seq);
+        }
+        out.extend(page);
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
+fn line_json(seq: u64, l: &LogLine) -> Value {
+    json!({"seq": seq, "at": l.at.to_string(), "level": l.level.name(), "message": l.message})
+}
+
+fn line_text(l: &LogLine) -> String {
+    format!("{}  {:<5}  {}", l.at, l.level.name(), l.message)
+}
+
+pub(super) fn logs(a: LogsArgs) -> Result<()> {
+    let store = a.db.open()?;
+    let id = RunId(a.run_id);
+    let run = get_run(&store, id)?;
+    if !a.follow {
+        let lines = read_lines(&store, id, None)?;
+        if a.json {
+            let all: Vec<Value> = lines.iter().map(|(s, l)| line_json(*s, l)).collect();
+            println!("{}", serde_json::to_string_pretty(&all)?);
+        } else if lines.is_empty() {
+            println!("no log lines for run {id} ({})", run.state.name());
+        } else {
+            for (_, l) in &lines {
+                println!("{}", line_text(l));
+            }
+        }
+        return Ok(());
+    }
+    let mut after = None;
+    loop {
+        // Read the state first: lines written before the run became final are then all seen.
+        let done = get_run(&store, id)?.state.is_final();
+        for (seq, l) in read_lines(&store, id, after)? {
+            after = Some(seq);
+            if a.json {
+                println!("{}", line_json(seq, &l));
+            } else {
+                println!("{}", line_text(&l));
+            }
+        }
+        if done {
+            return Ok(());
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    }
+}

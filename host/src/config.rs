@@ -1,0 +1,547 @@
+//! The `takt.toml` configuration file of `takt run`, its environment overrides, and the jobs
+//! it declares.
+//!
+//! Relative paths in the file are read relative to the file's directory; relative paths in
+//! environment variables relative to the working directory. Environment variables win over
+//! the file:
+//!
+//! | variable | key |
+//! |---|---|
+//! | `TAKT_DB` | `database` |
+//! | `TAKT_PLUGIN_DIR` | `plugin_dir` |
+//! | `TAKT_NODE_ID` | `node_id` |
+//! | `TAKT_CAPACITY` | `capacity` |
+//! | `TAKT_TZ` | `timezone` |
+//!
+//! Jobs declared in the file (`[[jobs]]`) are stored with `application =`
+//! [`CONFIG_APPLICATION`]; [`crate::cli`]'s `takt run` inserts new ones, updates changed ones
+//! (by name) and disables marked ones the file no longer declares. Jobs added by the command
+//! line or the API have another (or no) application and are left alone.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use takt_core::job::{JobDef, Priority};
+use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
+use takt_core::schedule::{Zone, parse_duration};
+
+use crate::spec::{CalendarSpec, ScheduleSpec};
+
+/// The `application` recorded on jobs declared in a config file.
+pub const CONFIG_APPLICATION: &str = "takt.toml";
+
+/// The config file read when none is named.
+pub const DEFAULT_FILE: &str = "takt.toml";
+
+/// A config file that could not be used: the file, the key path and what is wrong and what to
+/// do.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {key}: {message}")]
+pub struct ConfigError {
+    /// The file (or `environment` for an override).
+    pub file: String,
+    /// The key path (`jobs[2].cron`), or `(file)` for the file as a whole.
+    pub key: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+/// The configuration of one `takt run`, resolved (defaults applied, overrides read).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// The SQLite database file.
+    pub database: PathBuf,
+    /// The plugin directory.
+    pub plugin_dir: PathBuf,
+    /// Where content-addressed copies of plugins are loaded from.
+    pub shadow_dir: PathBuf,
+    /// This node's id.
+    pub node_id: String,
+    /// The most runs at once on this node.
+    pub capacity: usize,
+    /// The zone of job schedules that name none.
+    pub timezone: String,
+    /// How long a shutdown waits for running runs before cancelling them.
+    pub grace: Duration,
+    /// Finished runs older than this many days are purged at start (none when unset).
+    pub retention_days: Option<u32>,
+    /// Expected SHA-256 per plugin file name.
+    pub pins: BTreeMap<String, String>,
+    /// Refuse plugin files without a pin.
+    pub require_pins: bool,
+    /// HandlerType aliases.
+    pub aliases: BTreeMap<String, String>,
+    /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
+    pub jobs: Vec<JobDef>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    database: Option<PathBuf>,
+    plugin_dir: Option<PathBuf>,
+    shadow_dir: Option<PathBuf>,
+    node_id: Option<String>,
+    capacity: Option<usize>,
+    timezone: Option<String>,
+    grace: Option<String>,
+    retention_days: Option<u32>,
+    #[serde(default)]
+    plugins: PluginsSection,
+    #[serde(default)]
+    jobs: Vec<JobEntry>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginsSection {
+    #[serde(default)]
+    pins: BTreeMap<String, String>,
+    #[serde(default)]
+    require_pins: bool,
+    #[serde(default)]
+    aliases: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobEntry {
+    name: String,
+    handler: String,
+    params: Option<toml::Table>,
+    cron: Option<String>,
+    calendar: Option<CalendarSpec>,
+    every: Option<String>,
+    anchor: Option<String>,
+    at: Option<String>,
+    tz: Option<String>,
+    day_match: Option<String>,
+    dst_gap: Option<String>,
+    dst_fold: Option<String>,
+    timeout: Option<String>,
+    retries: Option<u32>,
+    retry_delays: Option<String>,
+    misfire: Option<String>,
+    overlap: Option<String>,
+    priority: Option<u16>,
+    group: Option<String>,
+    enabled: Option<bool>,
+    description: Option<String>,
+}
+
+impl Config {
+    /// Reads `file` and applies the overrides of the process environment.
+    pub fn load(file: &Path) -> Result<Config, ConfigError> {
+        Config::load_with_env(file, |name| std::env::var(name).ok())
+    }
+
+    /// Reads `file` and applies the overrides `env` returns (the variables named in the
+    /// module documentation).
+    pub fn load_with_env(
+        file: &Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+            file: shown.clone(),
+            key: "(file)".into(),
+            message: format!(
+                "cannot read it ({e}); run `takt init` to write one, or pass --config PATH"
+            ),
+        })?;
+        Config::parse(&text, file, env)
+    }
+
+    /// Parses `text` as the contents of `file` (relative paths resolve against its
+    /// directory) with the overrides `env` returns.
+    pub fn parse(
+        text: &str,
+        file: &Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let shown = file.display().to_string();
+        let err = |key: &str, message: String| ConfigError {
+            file: shown.clone(),
+            key: key.to_string(),
+            message,
+        };
+        let raw: FileConfig = toml::from_str(text).map_err(|e| {
+            let key = e
+                .span()
+                .map(|s| {
+                    let line = text.as_bytes()[..s.start.min(text.len())]
+                        .iter()
+                        .filter(|b| **b == b'\n')
+                        .count()
+                        + 1;
+                    match text
+                        .lines()
+                        .nth(line - 1)
+                        .and_then(|l| l.split_once('='))
+                        .map(|(k, _)| k.trim())
+                        .filter(|k| !k.is_empty() && !k.starts_with('#'))
+                    {
+                        Some(k) => format!("line {line} ({k})"),
+                        None => format!("line {line}"),
+                    }
+                })
+                .unwrap_or_else(|| "(file)".into());
+            err(
+                &key,
+                format!(
+                    "{}; see the configuration reference in README.md",
+                    e.message().trim_end()
+                ),
+            )
+        })?;
+        let base = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let from_file = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let env_err = |var: &str, message: String| ConfigError {
+            file: "environment".into(),
+            key: var.to_string(),
+            message,
+        };
+
+        let database = match env("TAKT_DB") {
+            Some(v) => PathBuf::from(v),
+            None => from_file(raw.database.unwrap_or_else(|| "takt.db".into())),
+        };
+        let plugin_dir = match env("TAKT_PLUGIN_DIR") {
+            Some(v) => PathBuf::from(v),
+            None => from_file(raw.plugin_dir.unwrap_or_else(|| "plugins".into())),
+        };
+        let shadow_dir = match raw.shadow_dir {
+            Some(p) => from_file(p),
+            None => database
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .join(".takt-shadow"),
+        };
+        let node_id = match env("TAKT_NODE_ID") {
+            Some(v) => v,
+            None => raw.node_id.unwrap_or_else(host_name),
+        };
+        if node_id.trim().is_empty() || node_id.trim() != node_id {
+            return Err(err(
+                "node_id",
+                format!("\"{node_id}\" is empty or has surrounding spaces; give a plain name"),
+            ));
+        }
+        let capacity = match env("TAKT_CAPACITY") {
+            Some(v) => v.trim().parse::<usize>().map_err(|_| {
+                env_err(
+                    "TAKT_CAPACITY",
+                    format!("\"{v}\" is not a whole number; set it to e.g. 8"),
+                )
+            })?,
+            None => raw.capacity.unwrap_or(8),
+        };
+        if capacity == 0 {
+            return Err(err(
+                "capacity",
+                "must be at least 1 (runs at once on this node)".into(),
+            ));
+        }
+        let (timezone, tz_source) = match env("TAKT_TZ") {
+            Some(v) => (v, None),
+            None => (
+                raw.timezone.unwrap_or_else(|| "UTC".into()),
+                Some("timezone"),
+            ),
+        };
+        if let Err(e) = Zone::get(&timezone) {
+            let message = format!("{e}");
+            return Err(match tz_source {
+                Some(key) => err(key, message),
+                None => env_err("TAKT_TZ", message),
+            });
+        }
+        let grace = match raw.grace {
+            Some(g) => Duration::from_secs(parse_duration(&g).map_err(|e| {
+                err(
+                    "grace",
+                    format!("\"{g}\": {e}; write a duration such as \"10s\""),
+                )
+            })?),
+            None => Duration::from_secs(10),
+        };
+        let mut jobs = Vec::with_capacity(raw.jobs.len());
+        for (i, entry) in raw.jobs.into_iter().enumerate() {
+            let key = format!("jobs[{i}]");
+            let job = entry.into_job(&timezone).map_err(|(field, message)| {
+                if field.is_empty() {
+                    err(&key, message)
+                } else {
+                    err(&format!("{key}.{field}"), message)
+                }
+            })?;
+            if let Some(j) = jobs.iter().position(|o: &JobDef| o.name == job.name) {
+                return Err(err(
+                    &format!("{key}.name"),
+                    format!(
+                        "\"{}\" is already the name of jobs[{j}]; job names are unique",
+                        job.name
+                    ),
+                ));
+            }
+            jobs.push(job);
+        }
+        Ok(Config {
+            file: file.to_path_buf(),
+            database,
+            plugin_dir,
+            shadow_dir,
+            node_id,
+            capacity,
+            timezone,
+            grace,
+            retention_days: raw.retention_days,
+            pins: raw.plugins.pins,
+            require_pins: raw.plugins.require_pins,
+            aliases: raw.plugins.aliases,
+            jobs,
+        })
+    }
+}
+
+impl JobEntry {
+    /// The job, or the failing field (empty for the entry as a whole) and the message.
+    fn into_job(self, default_tz: &str) -> Result<JobDef, (&'static str, String)> {
+        let mut job =
+            JobDef::new(&self.name, &self.handler).map_err(|e| ("name", e.to_string()))?;
+        if let Some(params) = &self.params {
+            job.params_json =
+                serde_json::to_string(params).map_err(|e| ("params", e.to_string()))?;
+        }
+        let spec = ScheduleSpec {
+            cron: self.cron,
+            calendar: self.calendar,
+            every: self.every,
+            anchor: self.anchor,
+            at: self.at,
+            tz: self.tz,
+            day_match: self.day_match,
+            dst_gap: self.dst_gap,
+            dst_fold: self.dst_fold,
+        };
+        let has_rule = spec.cron.is_some()
+            || spec.calendar.is_some()
+            || spec.every.is_some()
+            || spec.at.is_some();
+        if has_rule {
+            let field = if spec.cron.is_some() {
+                "cron"
+            } else if spec.calendar.is_some() {
+                "calendar"
+            } else if spec.every.is_some() {
+                "every"
+            } else {
+                "at"
+            };
+            let mut spec = spec;
+            if spec.tz.is_none() {
+                spec.tz = Some(default_tz.to_string());
+            }
+            job.schedule = Some(spec.to_schedule().map_err(|e| (field, e.to_string()))?);
+        } else if spec != ScheduleSpec::default() {
+            return Err((
+                "",
+                "has schedule options (tz, dst_gap, …) but no cron, calendar, every or at; \
+                 add a rule, or remove the options for a manual job"
+                    .into(),
+            ));
+        }
+        if let Some(t) = &self.timeout {
+            let secs = parse_duration(t).map_err(|e| ("timeout", format!("\"{t}\": {e}")))?;
+            if secs == 0 {
+                return Err(("timeout", "must be longer than 0s".into()));
+            }
+            job.timeout = Some(Duration::from_secs(secs));
+        }
+        let backoff = match &self.retry_delays {
+            Some(text) => text
+                .parse::<Backoff>()
+                .map_err(|e| ("retry_delays", e.to_string()))?,
+            None => Backoff::seed_default(),
+        };
+        job.retry = RetryPolicy::new(self.retries.unwrap_or(0), backoff);
+        if let Some(m) = &self.misfire {
+            job.misfire = m
+                .parse::<MisfirePolicy>()
+                .map_err(|e| ("misfire", e.to_string()))?;
+        }
+        if let Some(o) = &self.overlap {
+            job.overlap = o
+                .parse::<OverlapPolicy>()
+                .map_err(|e| ("overlap", e.to_string()))?;
+        }
+        if let Some(p) = self.priority {
+            job.priority = Priority::new(p).map_err(|e| ("priority", e.to_string()))?;
+        }
+        job.group = self.group;
+        job.enabled = self.enabled.unwrap_or(true);
+        job.description = self.description;
+        job.application = Some(CONFIG_APPLICATION.to_string());
+        job.validate().map_err(|e| ("", e.to_string()))?;
+        Ok(job)
+    }
+}
+
+/// Whether a stored job already matches a declared one (ignoring the store's bookkeeping:
+/// id, version, next fire, update time).
+pub fn same_definition(stored: &JobDef, declared: &JobDef) -> bool {
+    let mut a = stored.clone();
+    a.id = None;
+    a.version = 0;
+    a.next_fire = None;
+    a.updated_at = None;
+    let params_equal = match (
+        serde_json::from_str::<serde_json::Value>(&stored.params_json),
+        serde_json::from_str::<serde_json::Value>(&declared.params_json),
+    ) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => stored.params_json == declared.params_json,
+    };
+    a.params_json.clone_from(&declared.params_json);
+    params_equal && a == *declared
+}
+
+/// This machine's host name (`HOSTNAME`, `COMPUTERNAME`, `/etc/hostname`), or `takt-node`.
+pub fn host_name() -> String {
+    ["HOSTNAME", "COMPUTERNAME"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .chain(std::fs::read_to_string("/etc/hostname").ok())
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| "takt-node".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/takt/takt.toml"), |_| None)
+    }
+
+    #[test]
+    fn defaults_resolve_against_the_file() {
+        let c = parse("").unwrap();
+        assert_eq!(c.database, Path::new("/etc/takt/takt.db"));
+        assert_eq!(c.plugin_dir, Path::new("/etc/takt/plugins"));
+        assert_eq!(c.shadow_dir, Path::new("/etc/takt/.takt-shadow"));
+        assert_eq!(c.capacity, 8);
+        assert_eq!(c.timezone, "UTC");
+        assert_eq!(c.grace, Duration::from_secs(10));
+        assert!(c.jobs.is_empty());
+    }
+
+    #[test]
+    fn environment_overrides_win() {
+        let env = |k: &str| match k {
+            "TAKT_DB" => Some("/var/x.db".to_string()),
+            "TAKT_PLUGIN_DIR" => Some("/opt/p".to_string()),
+            "TAKT_NODE_ID" => Some("n7".to_string()),
+            "TAKT_CAPACITY" => Some("3".to_string()),
+            "TAKT_TZ" => Some("Asia/Shanghai".to_string()),
+            _ => None,
+        };
+        let c = Config::parse(
+            "database = \"a.db\"\ncapacity = 5\nnode_id = \"file\"",
+            Path::new("/c/takt.toml"),
+            env,
+        )
+        .unwrap();
+        assert_eq!(c.database, Path::new("/var/x.db"));
+        assert_eq!(c.shadow_dir, Path::new("/var/.takt-shadow"));
+        assert_eq!(c.plugin_dir, Path::new("/opt/p"));
+        assert_eq!(c.node_id, "n7");
+        assert_eq!(c.capacity, 3);
+        assert_eq!(c.timezone, "Asia/Shanghai");
+        let bad = Config::parse("", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_CAPACITY").then(|| "many".to_string())
+        })
+        .unwrap_err();
+        assert_eq!(bad.file, "environment");
+        assert_eq!(bad.key, "TAKT_CAPACITY");
+    }
+
+    #[test]
+    fn jobs_become_job_definitions() {
+        let c = parse(
+            r#"
+timezone = "Europe/Berlin"
+[[jobs]]
+name = "clean"
+handler = "examples::clean_expired_tokens"
+params = { dir = "/tmp/t", keepDays = 30, dryRun = true }
+cron = "0 3 * * *"
+timeout = "5m"
+retries = 3
+retry_delays = "10s,30s"
+misfire = "fire-once"
+overlap = "allow"
+priority = 10
+group = "maintenance"
+description = "nightly"
+
+[[jobs]]
+name = "manual"
+handler = "examples::hello"
+enabled = false
+"#,
+        )
+        .unwrap();
+        let j = &c.jobs[0];
+        assert_eq!(j.schedule.as_ref().unwrap().zone().name(), "Europe/Berlin");
+        let params: serde_json::Value = serde_json::from_str(&j.params_json).unwrap();
+        assert_eq!(params["keepDays"], 30);
+        assert_eq!(j.timeout, Some(Duration::from_secs(300)));
+        assert_eq!(j.retry.max_retries, 3);
+        assert_eq!(j.retry.backoff.to_string(), "10s,30s");
+        assert_eq!(j.misfire.to_string(), "fire-once");
+        assert_eq!(j.overlap, OverlapPolicy::Allow);
+        assert_eq!(j.priority.get(), 10);
+        assert_eq!(j.application.as_deref(), Some(CONFIG_APPLICATION));
+        assert!(c.jobs[1].schedule.is_none());
+        assert!(!c.jobs[1].enabled);
+        assert!(same_definition(&c.jobs[0], &c.jobs[0]));
+        assert!(!same_definition(&c.jobs[0], &c.jobs[1]));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let e =
+            parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ncron = \"61 * * * *\"").unwrap_err();
+        assert_eq!(e.file, "/etc/takt/takt.toml");
+        assert_eq!(e.key, "jobs[0].cron");
+        let e =
+            parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\nevery = \"1m\"\ntz = \"Mars/Base\"")
+                .unwrap_err();
+        assert_eq!(e.key, "jobs[0].every");
+        assert!(e.to_string().contains("Mars/Base"), "{e}");
+        let e = parse("capacity = 2\ncapacityy = 3").unwrap_err();
+        assert_eq!(e.key, "line 2 (capacityy)");
+        assert!(e.message.contains("capacityy"), "{e}");
+        let e = parse("timezone = \"Nowhere/City\"").unwrap_err();
+        assert_eq!(e.key, "timezone");
+        let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\n[[jobs]]\nname = \"a\"\nhandler = \"x::z\"")
+            .unwrap_err();
+        assert_eq!(e.key, "jobs[1].name");
+        let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\nretry_delays = \"soon\"")
+            .unwrap_err();
+        assert_eq!(e.key, "jobs[0].retry_delays");
+        let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ntz = \"UTC\"").unwrap_err();
+        assert_eq!(e.key, "jobs[0]");
+    }
+}

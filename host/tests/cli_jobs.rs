@@ -1,0 +1,681 @@
+//! End-to-end tests of `takt db migrate`, `takt job …`, `takt runs` and `takt logs`: they run
+//! the real binary against a SQLite file in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use takt_core::Timestamp;
+use takt_core::job::JobName;
+use takt_core::policy::RetryPolicy;
+use takt_core::run::{NodeId, RunEvent};
+use takt_core::store::conformance::block_on;
+use takt_core::store::{ClaimParams, LogLevel, LogLine, RunFinish, Store};
+use takt_host::store::{SqliteOptions, SqliteStore};
+
+/// A directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "takt-cli-jobs-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn db(&self) -> PathBuf {
+        self.0.join("takt.db")
+    }
+
+    /// Runs takt in this directory (so the default `takt.db` lands here), without TAKT_DB.
+    fn takt(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_takt"))
+            .args(args)
+            .current_dir(&self.0)
+            .env_remove("TAKT_DB")
+            .output()
+            .expect("the takt binary runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.takt(args);
+        assert!(
+            out.status.success(),
+            "takt {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// Runs a command that must fail with exit code 1; returns its stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.takt(args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "takt {args:?} should fail with 1: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).expect("utf-8")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).expect("JSON output")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ts(v: &Value) -> Timestamp {
+    v.as_str()
+        .expect("a timestamp string")
+        .parse()
+        .expect("timestamp")
+}
+
+#[test]
+fn migrate_twice_then_up_to_date() {
+    let d = TempDir::new("migrate");
+    let first = d.ok(&["db", "migrate"]);
+    assert!(first.contains("applied migration 0001"), "{first}");
+    assert!(d.db().exists(), "default takt.db in the working directory");
+    let second = d.ok(&["db", "migrate"]);
+    assert!(second.contains("up to date (version 1)"), "{second}");
+    // --db wins over the default, TAKT_DB over takt.db.
+    let other = d.0.join("other.db");
+    d.ok(&["db", "migrate", "--db", other.to_str().unwrap()]);
+    assert!(other.exists());
+    let env_db = d.0.join("env.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_takt"))
+        .args(["db", "migrate"])
+        .current_dir(&d.0)
+        .env("TAKT_DB", &env_db)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    assert!(env_db.exists());
+}
+
+#[test]
+fn add_list_show_in_text_and_json() {
+    let d = TempDir::new("add");
+    let added = d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "report",
+        "--handler",
+        "examples::hello",
+        "--cron",
+        "0 6 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--params",
+        r#"{"to": "ops"}"#,
+        "--retries",
+        "3",
+        "--retry-delays",
+        "10s,30s,60s",
+        "--misfire",
+        "fire-once",
+        "--overlap",
+        "queue-one",
+        "--priority",
+        "10",
+        "--group",
+        "reports",
+        "--timeout",
+        "5m",
+    ]);
+    assert!(added.contains("added job report"), "{added}");
+    assert!(added.contains("next 3 fire times"), "{added}");
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "office",
+        "--handler",
+        "examples::hello",
+        "--calendar",
+        "weekly mon-fri every 1h between 06:00-22:30",
+    ]);
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "tick",
+        "--handler",
+        "examples::hello",
+        "--every",
+        "90s",
+    ]);
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "by-hand",
+        "--handler",
+        "examples::hello",
+        "--manual",
+    ]);
+
+    let list = d.ok(&["job", "list"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 5, "{list}");
+    assert!(lines[0].starts_with("name"), "{list}");
+    let col = lines[0].find("next fire (UTC)").expect("column");
+    for l in &lines[1..] {
+        // Aligned: every row's next-fire cell starts in the header's column.
+        let cell = &l[col..];
+        assert!(cell.starts_with("20") || cell.starts_with('-'), "{list}");
+    }
+    assert!(list.contains("cron 0 6 * * * (Europe/Berlin)"), "{list}");
+    assert!(list.contains("every 1m30s"), "{list}");
+    assert!(list.contains("manual"), "{list}");
+
+    let all = d.json(&["job", "list"]);
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["report", "office", "tick", "by-hand"]);
+
+    let show = d.ok(&["job", "show", "report"]);
+    assert!(show.contains("Europe/Berlin"), "{show}");
+    assert!(show.contains("next 5 fire times (UTC)"), "{show}");
+    assert!(show.contains("reports"), "{show}");
+    let j = d.json(&["job", "show", "report"]);
+    assert_eq!(j["handler"], "examples::hello");
+    assert_eq!(j["params"]["to"], "ops");
+    assert_eq!(j["retries"], 3);
+    assert_eq!(j["retry_delays"], "10s,30s,1m");
+    assert_eq!(j["misfire"], "fire-once");
+    assert_eq!(j["overlap"], "queue-one");
+    assert_eq!(j["priority"], 10);
+    assert_eq!(j["group"], "reports");
+    assert_eq!(j["timeout_secs"], 300);
+    assert_eq!(j["enabled"], true);
+    assert_eq!(j["version"], 1);
+    let fires = j["next_fires"].as_array().unwrap();
+    assert_eq!(fires.len(), 5);
+    assert_eq!(ts(&j["next_fire"]), ts(&fires[0]));
+    for f in fires {
+        // 06:00 in Berlin is 05:00 UTC in winter, 04:00 UTC in summer.
+        let s = f.as_str().unwrap();
+        assert!(
+            s.ends_with("T05:00:00Z") || s.ends_with("T04:00:00Z"),
+            "{s}"
+        );
+    }
+    assert!(ts(&fires[0]) > Timestamp::now());
+    let manual = d.json(&["job", "show", "by-hand"]);
+    assert_eq!(manual["schedule"], Value::Null);
+    assert_eq!(manual["next_fire"], Value::Null);
+
+    let missing = d.fails(&["job", "show", "nope"]);
+    assert!(missing.contains("no job named \"nope\""), "{missing}");
+}
+
+#[test]
+fn bad_input_is_refused_with_precise_messages() {
+    let d = TempDir::new("bad");
+    let base = ["job", "add", "--name", "x", "--handler", "examples::hello"];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        d.fails(&a)
+    };
+    let e = with(&["--cron", "nope"]);
+    assert!(e.contains("--cron") && e.contains("\"nope\""), "{e}");
+    let e = with(&["--cron", "* * * * *", "--tz", "Mars/Base"]);
+    assert!(
+        e.contains("--tz") && e.contains("unknown time zone \"Mars/Base\""),
+        "{e}"
+    );
+    let e = with(&["--manual", "--params", r#"{"a": "#]);
+    assert!(
+        e.contains("--params is not valid JSON") && e.contains("line 1 column"),
+        "{e}"
+    );
+    let e = with(&["--manual", "--params", "42"]);
+    assert!(e.contains("--params must be a JSON object or array"), "{e}");
+    let e = with(&["--manual", "--misfire", "sometimes"]);
+    assert!(
+        e.contains("--misfire") && e.contains("\"sometimes\""),
+        "{e}"
+    );
+    let e = with(&["--manual", "--overlap", "maybe"]);
+    assert!(e.contains("--overlap"), "{e}");
+    let e = with(&["--manual", "--retry-delays", "10x"]);
+    assert!(e.contains("--retry-delays"), "{e}");
+    let e = with(&["--manual", "--priority", "1000"]);
+    assert!(e.contains("--priority"), "{e}");
+    let e = d.fails(&[
+        "job",
+        "add",
+        "--name",
+        "x",
+        "--handler",
+        "no handler",
+        "--manual",
+    ]);
+    assert!(
+        e.contains("--handler") && e.contains("\"no handler\""),
+        "{e}"
+    );
+    // Nothing was recorded by the refused commands.
+    assert_eq!(d.json(&["job", "list"]), serde_json::json!([]));
+
+    // A missing or doubled schedule is a usage error (exit 2).
+    assert_eq!(d.takt(&base).status.code(), Some(2));
+    let mut two = base.to_vec();
+    two.extend_from_slice(&["--every", "1m", "--manual"]);
+    assert_eq!(d.takt(&two).status.code(), Some(2));
+
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "dup",
+        "--handler",
+        "examples::hello",
+        "--every",
+        "1m",
+    ]);
+    let e = d.fails(&[
+        "job",
+        "add",
+        "--name",
+        "dup",
+        "--handler",
+        "examples::hello",
+        "--manual",
+    ]);
+    assert!(e.contains("job name dup is already taken"), "{e}");
+    let j = d.json(&["job", "show", "dup"]);
+    assert_eq!(
+        j["schedule_short"], "every 1m",
+        "the first job is unchanged"
+    );
+}
+
+#[test]
+fn update_enable_disable_trigger() {
+    let d = TempDir::new("update");
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "j",
+        "--handler",
+        "examples::hello",
+        "--cron",
+        "0 0 1 1 *",
+    ]);
+    let before = d.json(&["job", "show", "j"]);
+    let out = d.ok(&["job", "update", "j", "--every", "10s", "--priority", "7"]);
+    assert!(out.contains("updated job j (version 2)"), "{out}");
+    let after = d.json(&["job", "show", "j"]);
+    assert_eq!(after["schedule_short"], "every 10s");
+    assert_eq!(after["priority"], 7);
+    assert_eq!(after["version"], 2);
+    assert_ne!(after["next_fire"], before["next_fire"]);
+    let next = ts(&after["next_fire"]);
+    let now = Timestamp::now();
+    assert!(
+        next > now.checked_sub(Duration::from_secs(1)).unwrap()
+            && next <= now.checked_add(Duration::from_secs(11)).unwrap()
+    );
+    assert_eq!(next.as_second() % 10, 0);
+
+    // A policy-only update keeps the next fire.
+    d.ok(&["job", "update", "j", "--overlap", "allow"]);
+    let kept = d.json(&["job", "show", "j"]);
+    assert_eq!(kept["overlap"], "allow");
+    assert_eq!(kept["next_fire"], after["next_fire"]);
+    let e = d.fails(&["job", "update", "j", "--tz", "Nowhere/Zone"]);
+    assert!(e.contains("unknown time zone \"Nowhere/Zone\""), "{e}");
+
+    d.ok(&["job", "disable", "j"]);
+    assert_eq!(d.json(&["job", "show", "j"])["enabled"], false);
+    let e = d.fails(&["job", "trigger", "j"]);
+    assert!(e.contains("disabled"), "{e}");
+    d.ok(&["job", "enable", "j"]);
+    assert_eq!(d.json(&["job", "show", "j"])["enabled"], true);
+
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "m",
+        "--handler",
+        "examples::hello",
+        "--manual",
+    ]);
+    assert_eq!(d.json(&["job", "show", "m"])["next_fire"], Value::Null);
+    let t0 = Timestamp::now().as_second();
+    d.ok(&["job", "trigger", "m"]);
+    let t1 = Timestamp::now().as_second();
+    let due = ts(&d.json(&["job", "show", "m"])["next_fire"]).as_second();
+    assert!(due >= t0 && due <= t1, "{t0} <= {due} <= {t1}");
+}
+
+/// Adds `name` (manual), triggers it through the CLI, then claims and finishes its run
+/// through the store directly, with three log lines. Returns the run id.
+fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        name,
+        "--handler",
+        "examples::hello",
+        "--manual",
+    ]);
+    d.ok(&["job", "trigger", name]);
+    let store = SqliteStore::open(d.db(), &SqliteOptions::default()).expect("open");
+    let now = Timestamp::now()
+        .checked_add(Duration::from_secs(1))
+        .unwrap();
+    let claimed = block_on(store.run_claim_due(&ClaimParams {
+        node: NodeId("node-t".into()),
+        now,
+        limit: 10,
+        lease: Duration::from_secs(60),
+    }))
+    .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].job.name, JobName::new(name).unwrap());
+    let run = claimed[0].run.clone();
+    let id = run.id.expect("id");
+    let lines: Vec<LogLine> = ["starting", "working", "done"]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| LogLine {
+            at: now,
+            level: LogLevel::ALL[i + 1],
+            message: format!("{name} {m}"),
+        })
+        .collect();
+    block_on(store.log_append(id, &lines)).expect("log");
+    let mut done = run.clone();
+    let event = if fail {
+        RunEvent::Failed {
+            error: "connection refused by upstream".into(),
+            retryable: false,
+        }
+    } else {
+        RunEvent::Succeeded { result_json: None }
+    };
+    done.apply(event, now, &RetryPolicy::default())
+        .expect("legal");
+    block_on(store.run_set_state_if_running(id, 1, &RunFinish::from_run(&done, now)))
+        .expect("finish");
+    id.0
+}
+
+#[test]
+fn runs_and_logs_show_seeded_rows() {
+    let d = TempDir::new("runs");
+    let ok_id = seed_run(&d, "good", false);
+    let bad_id = seed_run(&d, "bad", true);
+
+    let text = d.ok(&["runs"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for h in [
+        "id",
+        "job",
+        "fire time",
+        "state",
+        "attempt",
+        "node",
+        "started",
+        "elapsed",
+        "error",
+    ] {
+        assert!(lines[0].contains(h), "{text}");
+    }
+    assert!(
+        text.contains("succeeded") && text.contains("failed"),
+        "{text}"
+    );
+    assert!(text.contains("connection refused by upstream"), "{text}");
+    assert!(text.contains("node-t"), "{text}");
+
+    let all = d.json(&["runs"]);
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    let only_bad = d.json(&["runs", "--job", "bad"]);
+    assert_eq!(only_bad.as_array().unwrap().len(), 1);
+    assert_eq!(only_bad[0]["id"], bad_id);
+    assert_eq!(only_bad[0]["state"], "failed");
+    assert_eq!(only_bad[0]["job"], "bad");
+    let succeeded = d.json(&["runs", "--state", "succeeded"]);
+    assert_eq!(succeeded.as_array().unwrap().len(), 1);
+    assert_eq!(succeeded[0]["id"], ok_id);
+    assert_eq!(
+        d.json(&["runs", "--limit", "1"]).as_array().unwrap().len(),
+        1
+    );
+    let e = d.fails(&["runs", "--state", "happy"]);
+    assert!(e.contains("--state") && e.contains("\"happy\""), "{e}");
+    let e = d.fails(&["runs", "--job", "ghost"]);
+    assert!(e.contains("no job named \"ghost\""), "{e}");
+
+    let log = d.ok(&["logs", &ok_id.to_string()]);
+    let got: Vec<&str> = log.lines().collect();
+    assert_eq!(got.len(), 3, "{log}");
+    assert!(
+        got[0].ends_with("good starting") && got[2].ends_with("good done"),
+        "{log}"
+    );
+    let lj = d.json(&["logs", &bad_id.to_string()]);
+    assert_eq!(lj[1]["message"], "bad working");
+    assert_eq!(lj[1]["level"], LogLevel::ALL[2].name());
+    // The run is final, so --follow prints what there is and exits.
+    let followed = d.ok(&["logs", &ok_id.to_string(), "--follow"]);
+    assert_eq!(followed, log);
+    let e = d.fails(&["logs", "999"]);
+    assert!(e.contains("no run with id 999"), "{e}");
+}
+
+#[test]
+fn remove_needs_yes_only_when_runs_exist() {
+    let d = TempDir::new("remove");
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "empty",
+        "--handler",
+        "examples::hello",
+        "--every",
+        "1h",
+    ]);
+    d.ok(&["job", "remove", "empty"]);
+    d.fails(&["job", "show", "empty"]);
+
+    let id = seed_run(&d, "busy", false);
+    let e = d.fails(&["job", "remove", "busy"]);
+    assert!(
+        e.contains("has recorded runs") && e.contains("--yes"),
+        "{e}"
+    );
+    assert_eq!(d.json(&["job", "show", "busy"])["name"], "busy");
+    d.ok(&["job", "remove", "busy", "--yes"]);
+    d.fails(&["job", "show", "busy"]);
+    assert_eq!(d.json(&["runs"]), serde_json::json!([]));
+    let e = d.fails(&["logs", &id.to_string()]);
+    assert!(e.contains("no run with id"), "{e}");
+}
+
+fn db_arg(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn corrupt_and_read_only_files_give_the_store_error() {
+    let d = TempDir::new("corrupt");
+    let bad = d.0.join("garbage.db");
+    let junk = "this is not a database, just text ".repeat(200);
+    std::fs::write(&bad, &junk).unwrap();
+    let expected = SqliteStore::open(&bad, &SqliteOptions::default())
+        .expect_err("the store refuses it")
+        .to_string();
+    for args in [
+        vec!["db", "migrate", "--db", db_arg(&bad)],
+        vec!["job", "list", "--db", db_arg(&bad)],
+        vec!["runs", "--db", db_arg(&bad)],
+    ] {
+        let e = d.fails(&args);
+        assert!(e.contains(&expected), "{args:?}: {e} / {expected}");
+        assert!(e.starts_with("error: "), "{e}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&bad).unwrap(),
+        junk,
+        "left untouched"
+    );
+
+    // A read-only database file: the store refuses it (whoever runs the test, root
+    // included: it checks the file's permissions) and the CLI prints the store's message.
+    let ro = d.0.join("ro.db");
+    d.ok(&["db", "migrate", "--db", db_arg(&ro)]);
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "kept",
+        "--handler",
+        "examples::hello",
+        "--manual",
+        "--db",
+        db_arg(&ro),
+    ]);
+    let mut perm = std::fs::metadata(&ro).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(&ro, perm).unwrap();
+    let expected = SqliteStore::open(&ro, &SqliteOptions::default())
+        .expect_err("a read-only file is refused")
+        .to_string();
+    assert!(expected.contains("read-only"), "{expected}");
+    for args in [
+        vec![
+            "job",
+            "add",
+            "--name",
+            "x",
+            "--handler",
+            "examples::hello",
+            "--manual",
+            "--db",
+            db_arg(&ro),
+        ],
+        vec!["job", "disable", "kept", "--db", db_arg(&ro)],
+        vec!["db", "migrate", "--db", db_arg(&ro)],
+    ] {
+        let e = d.fails(&args);
+        assert!(e.contains(&expected), "{args:?}: {e} / {expected}");
+    }
+    let mut perm = std::fs::metadata(&ro).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(&ro, perm).unwrap();
+    let kept = d.json(&["job", "show", "kept", "--db", db_arg(&ro)]);
+    assert_eq!(
+        kept["enabled"], true,
+        "nothing recorded was lost or changed"
+    );
+}
+
+#[test]
+fn logs_follow_waits_for_the_run_to_end() {
+    let d = TempDir::new("follow");
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "slow",
+        "--handler",
+        "examples::hello",
+        "--manual",
+    ]);
+    d.ok(&["job", "trigger", "slow"]);
+    let store = SqliteStore::open(d.db(), &SqliteOptions::default()).expect("open");
+    let now = Timestamp::now()
+        .checked_add(Duration::from_secs(1))
+        .unwrap();
+    let claimed = block_on(store.run_claim_due(&ClaimParams {
+        node: NodeId("node-f".into()),
+        now,
+        limit: 10,
+        lease: Duration::from_secs(60),
+    }))
+    .expect("claim");
+    let run = claimed[0].run.clone();
+    let id = run.id.expect("id");
+    let line = |m: &str| LogLine {
+        at: now,
+        level: LogLevel::Info,
+        message: m.to_string(),
+    };
+    block_on(store.log_append(id, &[line("first")])).expect("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_takt"))
+        .args(["logs", &id.0.to_string(), "--follow"])
+        .current_dir(&d.0)
+        .env_remove("TAKT_DB")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(1200));
+    block_on(store.log_append(id, &[line("second")])).expect("log");
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "--follow keeps polling while the run is running"
+    );
+    let mut done = run.clone();
+    done.apply(
+        RunEvent::Succeeded { result_json: None },
+        now,
+        &RetryPolicy::default(),
+    )
+    .expect("legal");
+    block_on(store.run_set_state_if_running(id, 1, &RunFinish::from_run(&done, now)))
+        .expect("finish");
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "--follow exits once the run is final"
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].ends_with("first") && lines[1].ends_with("second"),
+        "{text}"
+    );
+}

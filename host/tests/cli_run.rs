@@ -1,0 +1,269 @@
+//! `takt init` and `takt run` end to end: a config written by `init` runs the example jobs
+//! through the real `examples` cdylib and records every run and its log in SQLite; bad
+//! configs are refused with the file and the key.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use takt_core::job::JobName;
+use takt_core::run::RunState;
+use takt_core::store::conformance::block_on;
+use takt_core::store::{RunFilter, Store};
+use takt_host::store::{SqliteOptions, SqliteStore};
+
+/// `target/<profile>` of this test binary (`target/<profile>/deps/<test>`), where the `takt`
+/// binary and the plugins are.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Builds the examples cdylib once (same cargo, target dir and profile as the test run).
+fn build_examples() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let dir = profile_dir();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.arg("build")
+            .arg("--target-dir")
+            .arg(dir.parent().unwrap())
+            .args(["-p", "takt-plugin-examples"]);
+        if dir.file_name().unwrap() == "release" {
+            cmd.arg("--release");
+        }
+        assert!(
+            cmd.status().expect("cargo runs").success(),
+            "building the examples plugin failed"
+        );
+    });
+}
+
+/// A fresh, empty directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("takt-cli-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn takt(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_takt"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("TAKT_DB")
+        .env_remove("TAKT_PLUGIN_DIR")
+        .env_remove("TAKT_NODE_ID")
+        .env_remove("TAKT_CAPACITY")
+        .env_remove("TAKT_TZ")
+        .output()
+        .expect("takt runs")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `takt` expecting exit code 1 and returns stderr.
+fn fails(dir: &Path, args: &[&str]) -> String {
+    let out = takt(dir, args);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    stderr
+}
+
+#[test]
+fn init_then_run_records_runs_and_logs() {
+    build_examples();
+    let dir = temp_dir("main");
+    let out = takt(&dir, &["init", "--dir", "."]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("wrote"), "{stdout}");
+    assert!(stdout.contains("next: takt run"), "{stdout}");
+    assert!(dir.join("takt.db").is_file());
+    assert!(dir.join("tokens").is_dir());
+
+    // init refuses to overwrite without --force
+    let original = std::fs::read_to_string(dir.join("takt.toml")).unwrap();
+    std::fs::write(dir.join("takt.toml"), "# mine\n").unwrap();
+    let stderr = fails(&dir, &["init", "--dir", "."]);
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("takt.toml")).unwrap(),
+        "# mine\n"
+    );
+    let out = takt(&dir, &["init", "--dir", ".", "--force"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("takt.toml")).unwrap(),
+        original
+    );
+
+    let out = takt(&dir, &["run", "--for", "12s"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("plugin examples") && stdout.contains("loaded"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("3 added, 0 updated, 0 unchanged"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("job hello says hello, takt"), "{stdout}");
+    assert!(stdout.contains("summary:"), "{stdout}");
+
+    let store = SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let hello = block_on(store.job_get_by_name(&JobName::new("hello").unwrap()))
+        .unwrap()
+        .expect("the hello job was synced");
+    assert_eq!(hello.application.as_deref(), Some("takt.toml"));
+    let runs = block_on(store.run_list(&RunFilter {
+        job: hello.id,
+        state: Some(RunState::Succeeded),
+        limit: 100,
+    }))
+    .unwrap();
+    assert!(!runs.is_empty(), "no succeeded hello run: {stdout}");
+    let lines = block_on(store.log_list(runs[0].id.unwrap(), None, 100)).unwrap();
+    assert!(
+        lines.iter().any(|(_, l)| l.message.contains("hello, takt")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        block_on(store.job_list()).unwrap().len(),
+        3,
+        "exactly the three declared jobs"
+    );
+    drop(store);
+
+    // a second start finds the jobs unchanged; a changed job is updated, a removed one disabled
+    let cfg = std::fs::read_to_string(dir.join("takt.toml")).unwrap();
+    let cut = cfg.find("[[jobs]]\nname = \"weekday-hourly\"").unwrap();
+    let cfg = cfg[..cut].replace("every = \"10s\"", "every = \"20s\"");
+    std::fs::write(dir.join("takt.toml"), cfg).unwrap();
+    let out = takt(&dir, &["run", "--for", "1s"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("0 added, 1 updated, 1 unchanged, 1 disabled"),
+        "{stdout}"
+    );
+    let store = SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let weekday = block_on(store.job_get_by_name(&JobName::new("weekday-hourly").unwrap()))
+        .unwrap()
+        .unwrap();
+    assert!(!weekday.enabled);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unknown_handler_is_synced_and_its_runs_fail_with_the_resolve_error() {
+    build_examples();
+    let dir = temp_dir("unknown-handler");
+    let plugins = profile_dir();
+    let cfg = format!(
+        "plugin_dir = {}\n[[jobs]]\nname = \"ghost\"\nhandler = \"examples::nope\"\nevery = \"1s\"\n",
+        toml_string(&plugins)
+    );
+    std::fs::write(dir.join("takt.toml"), cfg).unwrap();
+    let out = takt(&dir, &["run", "--for", "3s"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("warning: job ghost: handler \"examples::nope\" does not resolve"),
+        "{stdout}"
+    );
+    let store = SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let runs = block_on(store.run_list(&RunFilter {
+        job: None,
+        state: Some(RunState::Failed),
+        limit: 100,
+    }))
+    .unwrap();
+    assert!(!runs.is_empty(), "{stdout}");
+    let error = runs[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("nope"), "{error}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn toml_string(p: &Path) -> String {
+    format!("{:?}", p.display().to_string())
+}
+
+#[test]
+fn bad_configs_name_the_file_and_the_key() {
+    let dir = temp_dir("bad");
+    let file = dir.join("takt.toml");
+    let cases: [(&str, &[&str]); 5] = [
+        ("capacity = 2\ncolour = \"red\"\n", &["line 2", "colour"]),
+        (
+            "[[jobs]]\nname = \"a\"\nhandler = \"examples::hello\"\ncron = \"0 25 * * *\"\n",
+            &["jobs[0].cron", "25"],
+        ),
+        (
+            "timezone = \"Mars/Olympus\"\n",
+            &["timezone", "Mars/Olympus"],
+        ),
+        (
+            "[[jobs]]\nname = \"a\"\nhandler = \"examples::hello\"\nevery = \"1m\"\ntz = \"Nowhere/City\"\n",
+            &["jobs[0].every", "Nowhere/City"],
+        ),
+        (
+            "[[jobs]]\nname = \"a\"\nhandler = \"examples::hello\"\nevery = \"1m\"\nretries = \"three\"\n",
+            &["line 5", "retries"],
+        ),
+    ];
+    for (cfg, wanted) in cases {
+        std::fs::write(&file, cfg).unwrap();
+        let stderr = fails(
+            &dir,
+            &["run", "--config", file.to_str().unwrap(), "--for", "1s"],
+        );
+        assert!(stderr.contains(file.to_str().unwrap()), "{cfg}: {stderr}");
+        for w in wanted {
+            assert!(stderr.contains(w), "{cfg}: wanted {w:?} in {stderr}");
+        }
+    }
+    assert!(
+        !dir.join("takt.db").exists(),
+        "nothing is created for a bad config"
+    );
+    let stderr = fails(&dir, &["run", "--config", "missing.toml"]);
+    assert!(
+        stderr.contains("missing.toml") && stderr.contains("takt init"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_file_job_never_takes_over_a_job_added_by_the_cli_or_api() {
+    let dir = temp_dir("takeover");
+    let store = SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let job = takt_core::job::JobDef::new("hello", "examples::hello").unwrap();
+    block_on(store.job_insert(&job, jiff::Timestamp::now())).unwrap();
+    drop(store);
+    std::fs::write(
+        dir.join("takt.toml"),
+        "[[jobs]]\nname = \"hello\"\nhandler = \"examples::hello\"\nevery = \"1m\"\n",
+    )
+    .unwrap();
+    let stderr = fails(&dir, &["run", "--for", "1s"]);
+    assert!(
+        stderr.contains("takt.toml") && stderr.contains("job \"hello\" already exists"),
+        "{stderr}"
+    );
+    let store = SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let stored = block_on(store.job_get_by_name(&JobName::new("hello").unwrap()))
+        .unwrap()
+        .unwrap();
+    assert!(stored.schedule.is_none(), "the stored job was left alone");
+    assert_eq!(stored.application, None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
