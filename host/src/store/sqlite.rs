@@ -32,7 +32,9 @@ use rusqlite::{
 use takt_core::job::{JobDef, JobId, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState, SkipReason};
-use takt_core::schedule::{OccurrenceKind, Schedule};
+use takt_core::store::backend::{
+    add, apply_finish, job_missing, name_taken, next_firing, recovery_event, run_missing, show,
+};
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, LogLevel, LogLine, PurgeCounts, RunFilter, RunFinish,
     Store, StoreError, StoreResult,
@@ -40,10 +42,6 @@ use takt_core::store::{
 
 use super::migrate::{self, AppliedMigration};
 use crate::spec::ScheduleSpec;
-
-/// How many DST-gap skips one advance of next fire walks past before giving up (as the
-/// memory store).
-const MAX_SKIPS_PER_ADVANCE: usize = 64;
 
 /// How a [`SqliteStore`] opens its file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,41 +274,12 @@ fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
     })
 }
 
-fn add(t: Timestamp, d: Duration, what: &str) -> StoreResult<Timestamp> {
-    t.checked_add(d).map_err(|e| {
-        StoreError::invalid(format!("{what} is out of range; use a shorter duration"))
-            .with_source(e)
-    })
-}
-
-fn show(t: Option<Timestamp>) -> String {
-    t.map_or_else(|| "none".to_string(), |t| t.to_string())
-}
-
 /// A stored value the store cannot read back: someone edited the row by hand, or a newer
 /// takt wrote a form this one does not know.
 fn corrupt(path: &str, row: &str, column: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::other(format!(
         "{row} in {path} has an unreadable {column} ({detail}); fix the row (see \
          sql/sqlite/0001_init.sql for the forms) or restore a backup"
-    ))
-}
-
-fn job_missing(id: JobId) -> StoreError {
-    StoreError::not_found(format!(
-        "job {id} does not exist; it may have been deleted: reload the job list"
-    ))
-}
-
-fn run_missing(id: RunId) -> StoreError {
-    StoreError::not_found(format!(
-        "run {id} does not exist; it may have been purged or its job deleted"
-    ))
-}
-
-fn name_taken(name: &JobName) -> StoreError {
-    StoreError::conflict(format!(
-        "job name {name} is already taken; choose another name or update the existing job"
     ))
 }
 
@@ -621,27 +590,6 @@ fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
         text(run.skip_reason.map(|s| s.name().to_string())),
         int(opt_ms(run.next_attempt_at)),
     ])
-}
-
-/// The schedule's next firing occurrence after `fire`, and the DST-gap skips passed on the way
-/// (exactly the memory store's walk).
-fn next_firing(
-    schedule: &Schedule,
-    fire: Timestamp,
-) -> (Option<Timestamp>, Vec<(Timestamp, SkipReason)>) {
-    let mut skips = Vec::new();
-    let mut next = schedule.next_after(fire);
-    while let Some(o) = next {
-        match o.kind {
-            OccurrenceKind::Skipped(reason) if skips.len() < MAX_SKIPS_PER_ADVANCE => {
-                skips.push((o.at, reason.into()));
-                next = schedule.next_following(&o);
-            }
-            OccurrenceKind::Skipped(_) => return (None, skips),
-            OccurrenceKind::Fire | OccurrenceKind::FireShifted => return (Some(o.at), skips),
-        }
-    }
-    (None, skips)
 }
 
 // ---- the queries -------------------------------------------------------------------------
@@ -1146,25 +1094,7 @@ impl Db {
         let path = &*self.path;
         let tx = immediate(&mut self.conn, path)?;
         let mut run = need_run(&tx, path, id)?;
-        if run.state != RunState::Running || run.attempt != expected_attempt {
-            return Err(StoreError::conflict(format!(
-                "run {id} is not running attempt {expected_attempt} (it is {}, attempt {}); \
-                 another node or request changed it first: reload it",
-                run.state, run.attempt
-            )));
-        }
-        run.error.clone_from(&finish.error);
-        run.result_json.clone_from(&finish.result_json);
-        run.elapsed = finish.elapsed;
-        run.lease_expires_at = None;
-        run.state = finish.state;
-        if finish.state == RunState::Pending {
-            run.attempt += 1;
-            run.next_attempt_at = finish.retry_at;
-        } else {
-            run.next_attempt_at = None;
-            run.finished_at = Some(finish.finished_at);
-        }
+        apply_finish(&mut run, id, expected_attempt, finish)?;
         if !update_run_if(&tx, path, &run, id, RunState::Running, expected_attempt)? {
             return Err(StoreError::conflict(format!(
                 "run {id} changed while finishing it; reload it"
@@ -1238,11 +1168,7 @@ impl Db {
         let mut out = Vec::with_capacity(ids.len());
         for id in ids.into_iter().map(RunId) {
             let mut run = need_run(&tx, path, id)?;
-            let event = if node.is_some() && run.node_id.as_ref() == node {
-                RunEvent::NodeRestarted
-            } else {
-                RunEvent::LeaseExpired
-            };
+            let event = recovery_event(&run, node);
             let retry = need_job(&tx, path, run.job_id)?.retry;
             let attempt = run.attempt;
             run.apply(event, now, &retry)?;

@@ -11,17 +11,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
 
+use super::backend::{
+    add, apply_finish, job_missing, name_taken, next_firing, recovery_event, run_missing, show,
+};
 use super::{
     Capabilities, ClaimParams, ClaimedRun, LogLine, PurgeCounts, RunFilter, RunFinish, Store,
     StoreError, StoreResult,
 };
 use crate::job::{JobDef, JobId, JobName, Priority};
-use crate::run::{NodeId, Progress, Run, RunEvent, RunId, RunState, SkipReason};
-use crate::schedule::{OccurrenceKind, Schedule};
-
-/// How many DST-gap skips one advance of next fire walks past before giving up (a gap skips
-/// at most a few nominal times; this only bounds the work).
-const MAX_SKIPS_PER_ADVANCE: usize = 64;
+use crate::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
 
 /// An in-memory [`Store`]; cheap to clone (clones share the data).
 #[derive(Clone, Debug, Default)]
@@ -55,51 +53,6 @@ impl MemoryStore {
             )
         })
     }
-}
-
-fn job_missing(id: JobId) -> StoreError {
-    StoreError::not_found(format!(
-        "job {id} does not exist; it may have been deleted: reload the job list"
-    ))
-}
-
-fn run_missing(id: RunId) -> StoreError {
-    StoreError::not_found(format!(
-        "run {id} does not exist; it may have been purged or its job deleted"
-    ))
-}
-
-fn name_taken(name: &JobName) -> StoreError {
-    StoreError::conflict(format!(
-        "job name {name} is already taken; choose another name or update the existing job"
-    ))
-}
-
-fn add(t: Timestamp, d: std::time::Duration, what: &str) -> StoreResult<Timestamp> {
-    t.checked_add(d).map_err(|e| {
-        StoreError::invalid(format!("{what} is out of range; use a shorter duration"))
-            .with_source(e)
-    })
-}
-
-/// The schedule's next firing occurrence after `fire`, and the DST-gap skips passed on the way.
-fn next_firing(
-    schedule: &Schedule,
-    fire: Timestamp,
-) -> (Option<Timestamp>, Vec<(Timestamp, SkipReason)>) {
-    let mut skips = Vec::new();
-    let mut next = schedule.next_after(fire);
-    while let Some(o) = next {
-        match o.kind {
-            OccurrenceKind::Skipped(reason) if skips.len() < MAX_SKIPS_PER_ADVANCE => {
-                skips.push((o.at, reason.into()));
-                next = schedule.next_following(&o);
-            }
-            OccurrenceKind::Skipped(_) => return (None, skips),
-            OccurrenceKind::Fire | OccurrenceKind::FireShifted => return (Some(o.at), skips),
-        }
-    }
-    (None, skips)
 }
 
 impl Inner {
@@ -382,25 +335,7 @@ impl Store for MemoryStore {
         finish.validate()?;
         let mut inner = self.lock()?;
         let run = inner.runs.get_mut(&id).ok_or_else(|| run_missing(id))?;
-        if run.state != RunState::Running || run.attempt != expected_attempt {
-            return Err(StoreError::conflict(format!(
-                "run {id} is not running attempt {expected_attempt} (it is {}, attempt {}); \
-                 another node or request changed it first: reload it",
-                run.state, run.attempt
-            )));
-        }
-        run.error.clone_from(&finish.error);
-        run.result_json.clone_from(&finish.result_json);
-        run.elapsed = finish.elapsed;
-        run.lease_expires_at = None;
-        run.state = finish.state;
-        if finish.state == RunState::Pending {
-            run.attempt += 1;
-            run.next_attempt_at = finish.retry_at;
-        } else {
-            run.next_attempt_at = None;
-            run.finished_at = Some(finish.finished_at);
-        }
+        apply_finish(run, id, expected_attempt, finish)?;
         Ok(run.clone())
     }
 
@@ -453,10 +388,9 @@ impl Store for MemoryStore {
             if run.state != RunState::Running {
                 continue;
             }
-            if node.is_some() && run.node_id.as_ref() == node {
-                picked.push((*id, RunEvent::NodeRestarted));
-            } else if run.lease_expires_at.is_none_or(|l| l <= now) {
-                picked.push((*id, RunEvent::LeaseExpired));
+            let mine = node.is_some() && run.node_id.as_ref() == node;
+            if mine || run.lease_expires_at.is_none_or(|l| l <= now) {
+                picked.push((*id, recovery_event(run, node)));
             }
         }
         let mut out = Vec::with_capacity(picked.len());
@@ -523,10 +457,6 @@ impl Store for MemoryStore {
         }
         Ok(counts)
     }
-}
-
-fn show(t: Option<Timestamp>) -> String {
-    t.map_or_else(|| "none".to_string(), |t| t.to_string())
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 //! claimed later) and moves a job's next fire past the skipped fires with
 //! [`Store::job_set_next_fire`] (a compare-and-set on the old value), then claims.
 
+pub mod backend;
 pub mod conformance;
 pub mod memory;
 
