@@ -2,6 +2,8 @@
 //! through the real `examples` cdylib and records every run and its log in SQLite; bad
 //! configs are refused with the file and the key.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -12,30 +14,11 @@ use takt_core::store::conformance::block_on;
 use takt_core::store::{RunFilter, Store};
 use takt_host::store::{SqliteOptions, SqliteStore};
 
-/// `target/<profile>` of this test binary (`target/<profile>/deps/<test>`), where the `takt`
-/// binary and the plugins are.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// Builds the examples cdylib once (same cargo, target dir and profile as the test run).
+/// Builds the examples cdylib once per test binary (see `common`).
 fn build_examples() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let dir = profile_dir();
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.arg("build")
-            .arg("--target-dir")
-            .arg(dir.parent().unwrap())
-            .args(["-p", "takt-plugin-examples"]);
-        if dir.file_name().unwrap() == "release" {
-            cmd.arg("--release");
-        }
-        assert!(
-            cmd.status().expect("cargo runs").success(),
-            "building the examples plugin failed"
-        );
+        common::build(&["takt-plugin-examples"]);
     });
 }
 
@@ -166,7 +149,7 @@ fn init_then_run_records_runs_and_logs() {
 fn an_unknown_handler_is_synced_and_its_runs_fail_with_the_resolve_error() {
     build_examples();
     let dir = temp_dir("unknown-handler");
-    let plugins = profile_dir();
+    let plugins = common::profile_dir();
     let cfg = format!(
         "plugin_dir = {}\n[[jobs]]\nname = \"ghost\"\nhandler = \"examples::nope\"\nevery = \"1s\"\n",
         toml_string(&plugins)

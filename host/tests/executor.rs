@@ -5,8 +5,9 @@
 //! machine; what they check is the order of magnitude: "within the grace period" versus "after
 //! the plugin's full sleep".
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -21,63 +22,25 @@ use takt_plugin_api::abi::{ErrorKind, LogLevel, PluginRef};
 // ---------------------------------------------------------------------------------------------
 // Building and loading the plugins
 
-/// `target/<profile>`, from the running test binary's `target/<profile>/deps/<name>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
-        .to_path_buf()
-}
-
 struct Plugins {
     testing: PluginRef,
     examples: PluginRef,
 }
 
-/// Builds both plugin crates into the test's own target directory and profile (never from
-/// build.rs, where the nested cargo would wait on the outer one's lock forever), then loads
-/// them.
+/// Builds both plugin crates once per test binary (see `common`), then loads them.
 fn plugins() -> &'static Plugins {
     static PLUGINS: OnceLock<Plugins> = OnceLock::new();
     PLUGINS.get_or_init(|| {
-        let dir = profile_dir();
-        let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args([
-                "build",
-                "-p",
-                "takt-plugin-testing",
-                "-p",
-                "takt-plugin-examples",
-            ])
-            .arg("--target-dir")
-            .arg(dir.parent().expect("target/"));
-        match profile {
-            "debug" => {}
-            "release" => {
-                cmd.arg("--release");
-            }
-            other => {
-                cmd.args(["--profile", other]);
-            }
-        }
-        let status = cmd.status().expect("cargo runs");
-        assert!(
-            status.success(),
-            "building the test plugins failed: {status}"
-        );
+        let dir = common::build(&["takt-plugin-testing", "takt-plugin-examples"]);
         Plugins {
-            testing: load(&dir, "takt_plugin_testing"),
-            examples: load(&dir, "takt_plugin_examples"),
+            testing: load(&dir, "takt-plugin-testing"),
+            examples: load(&dir, "takt-plugin-examples"),
         }
     })
 }
 
-fn load(dir: &Path, stem: &str) -> PluginRef {
-    use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
-    let path = dir.join(format!("{DLL_PREFIX}{stem}{DLL_SUFFIX}"));
+fn load(dir: &Path, package: &str) -> PluginRef {
+    let path = common::cdylib(dir, package);
     let path = path.canonicalize().unwrap_or(path);
     abi_stable::library::lib_header_from_path(&path)
         .and_then(|h| h.init_root_module::<PluginRef>())

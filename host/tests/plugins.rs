@@ -1,6 +1,8 @@
 //! Loading real plugin cdylibs: every check of the loader, the shadow copy, HandlerType
 //! resolution, and `takt plugin list|verify`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -18,41 +20,14 @@ const PACKAGES: [&str; 5] = [
     "takt-plugin-bad-layout",
 ];
 
-/// `target/<profile>` of this test binary (`target/<profile>/deps/<test>`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// Builds the plugin cdylibs once per test binary, with the same cargo, target dir and
-/// profile as the test run (never from a build script: that deadlocks on the target lock).
+/// Builds the plugin cdylibs once per test binary (see `common`).
 fn built() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = profile_dir();
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.arg("build")
-            .arg("--target-dir")
-            .arg(dir.parent().unwrap());
-        for p in PACKAGES {
-            cmd.args(["-p", p]);
-        }
-        if dir.file_name().unwrap() == "release" {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("cargo runs");
-        assert!(status.success(), "building the plugin cdylibs failed");
-        dir
-    })
+    DIR.get_or_init(|| common::build(&PACKAGES))
 }
 
 fn lib(package: &str) -> PathBuf {
-    built().join(format!(
-        "{}{}{}",
-        std::env::consts::DLL_PREFIX,
-        package.replace('-', "_"),
-        std::env::consts::DLL_SUFFIX
-    ))
+    common::cdylib(built(), package)
 }
 
 /// A shared library that is certainly not a takt plugin: the toolchain's `libstd-*.so`.

@@ -5,8 +5,8 @@
 //! events the step must produce, so the loop and the test never race; absence is checked by
 //! reading the store after a later step has been processed.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -28,44 +28,14 @@ use tokio::sync::broadcast;
 // ---------------------------------------------------------------------------------------------
 // The plugin
 
-/// `target/<profile>`, from the running test binary's `target/<profile>/deps/<name>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
-        .to_path_buf()
-}
-
 /// Builds `takt-plugin-testing` into the test's own target directory and profile (never from
 /// build.rs: the nested cargo would wait on the outer one's lock) and loads it into a set.
 fn plugins() -> Arc<PluginSet> {
     static PLUGINS: OnceLock<Arc<PluginSet>> = OnceLock::new();
     PLUGINS
         .get_or_init(|| {
-            let dir = profile_dir();
-            let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-                .args(["build", "-p", "takt-plugin-testing"])
-                .arg("--target-dir")
-                .arg(dir.parent().expect("target/"));
-            match profile {
-                "debug" => {}
-                "release" => {
-                    cmd.arg("--release");
-                }
-                other => {
-                    cmd.args(["--profile", other]);
-                }
-            }
-            let status = cmd.status().expect("cargo runs");
-            assert!(
-                status.success(),
-                "building the test plugin failed: {status}"
-            );
-            use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
-            let file = dir.join(format!("{DLL_PREFIX}takt_plugin_testing{DLL_SUFFIX}"));
+            let dir = common::build(&["takt-plugin-testing"]);
+            let file = common::cdylib(&dir, "takt-plugin-testing");
             let options = LoadOptions {
                 shadow_dir: std::env::temp_dir().join("takt-scheduler-test-shadow"),
                 ..LoadOptions::default()

@@ -1,0 +1,56 @@
+//! Shared by the integration tests that need the real plugin cdylibs.
+//!
+//! `cargo test` does not produce cdylib artifacts, so each test binary builds the plugin
+//! packages it needs itself, with the same cargo, target directory and profile as the test run
+//! — never from a build script, where the nested cargo would wait forever on the outer one's
+//! lock. Callers wrap [`build`] in a `OnceLock` so it runs once per test binary.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `target/<profile>` of the running test binary (`target/<profile>/deps/<test>`): where
+/// `takt` and the plugins land.
+pub(crate) fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Builds `packages` into [`profile_dir`] and returns it.
+pub(crate) fn build(packages: &[&str]) -> PathBuf {
+    let dir = profile_dir();
+    let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("build")
+        .arg("--target-dir")
+        .arg(dir.parent().expect("target/"));
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let status = cmd.status().expect("cargo runs");
+    assert!(status.success(), "building {packages:?} failed: {status}");
+    dir
+}
+
+/// The cdylib file of `package` in `dir` (`libtakt_plugin_x.so` on Linux).
+pub(crate) fn cdylib(dir: &Path, package: &str) -> PathBuf {
+    use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
+    dir.join(format!(
+        "{DLL_PREFIX}{}{DLL_SUFFIX}",
+        package.replace('-', "_")
+    ))
+}
