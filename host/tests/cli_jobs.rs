@@ -92,9 +92,10 @@ fn migrate_twice_then_up_to_date() {
     let d = TempDir::new("migrate");
     let first = d.ok(&["db", "migrate"]);
     assert!(first.contains("applied migration 0001"), "{first}");
+    assert!(first.contains("applied migration 0002"), "{first}");
     assert!(d.db().exists(), "default takt.db in the working directory");
     let second = d.ok(&["db", "migrate"]);
-    assert!(second.contains("up to date (version 1)"), "{second}");
+    assert!(second.contains("up to date (version 2)"), "{second}");
     // --db wins over the default, TAKT_DB over takt.db.
     let other = d.0.join("other.db");
     d.ok(&["db", "migrate", "--db", other.to_str().unwrap()]);

@@ -523,3 +523,290 @@ async fn overlap_allow_starts_a_second_copy() {
         vec![(at(10), RunState::Cancelled), (at(20), RunState::Cancelled)]
     );
 }
+
+/// Waits (real time, bounded) until `check` holds for the store.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let begun = std::time::Instant::now();
+    while !check().await {
+        assert!(begun.elapsed() < WAIT, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The log text of run `run`, one line per entry.
+async fn log_text(store: &MemoryStore, run: takt_core::run::RunId) -> String {
+    store
+        .log_list(run, None, 1_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, l)| l.message)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn run_at(store: &MemoryStore, job: JobId, fire: Timestamp) -> takt_core::run::Run {
+    store
+        .run_list(&RunFilter {
+            job: Some(job),
+            state: None,
+            limit: 1_000,
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.fire_time == fire)
+        .unwrap_or_else(|| panic!("no run of job {job} at {fire}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_queue_one_queues_one_fire_and_starts_it_when_the_run_ends() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j =
+        job("queued", "testing::polite", r#"{"seconds": 60.0}"#).with_schedule(every_seconds(10));
+    j.overlap = OverlapPolicy::QueueOne;
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.advance(10);
+    assert_eq!(h.started().await, (id, at(10)));
+
+    // 00:20 comes while 00:10 runs: queued (pending, no retry time), not started.
+    h.advance(10);
+    let store = h.store.clone();
+    until("the fire at 00:20 is queued", || {
+        let store = store.clone();
+        async move {
+            store
+                .run_list(&RunFilter {
+                    job: Some(id),
+                    state: Some(RunState::Pending),
+                    limit: 10,
+                })
+                .await
+                .unwrap()
+                .iter()
+                .any(|r| r.fire_time == at(20) && r.next_attempt_at.is_none())
+        }
+    })
+    .await;
+    assert_eq!(h.handle.running(), 1, "the queued fire waits");
+
+    // 00:30 comes while one is queued: skipped as an overlap (one queued at most).
+    h.advance(10);
+    until("the fire at 00:30 is skipped", || {
+        let store = store.clone();
+        async move { h_runs(&store, id).await.len() == 3 }
+    })
+    .await;
+    let skipped = run_at(&h.store, id, at(30)).await;
+    assert_eq!(skipped.state, RunState::Skipped);
+    assert_eq!(skipped.skip_reason, Some(SkipReason::Overlap));
+
+    // The running one ends (cancelled by an operator): the queued one starts, with its own
+    // fire time, at once.
+    let first = run_at(&h.store, id, at(10)).await.id.unwrap();
+    assert!(h.handle.cancel_run(first, "operator test").await);
+    assert_eq!(h.finished().await, (id, at(10), 1, RunState::Cancelled));
+    assert_eq!(h.started().await, (id, at(20)));
+    assert!(
+        log_text(&h.store, first)
+            .await
+            .contains("cancelled by request: operator test"),
+        "the cancel says why in the run's log"
+    );
+    h.handle.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.runs(id).await,
+        vec![
+            (at(10), RunState::Cancelled),
+            (at(20), RunState::Cancelled),
+            (at(30), RunState::Skipped),
+        ]
+    );
+}
+
+async fn h_runs(store: &MemoryStore, job: JobId) -> Vec<takt_core::run::Run> {
+    store
+        .run_list(&RunFilter {
+            job: Some(job),
+            state: None,
+            limit: 1_000,
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_cancel_running_stops_the_old_run_and_starts_the_new_fire() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j =
+        job("latest", "testing::polite", r#"{"seconds": 60.0}"#).with_schedule(every_seconds(10));
+    j.overlap = OverlapPolicy::CancelRunning;
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    h.advance(10);
+    assert_eq!(h.started().await, (id, at(10)));
+    h.advance(10);
+    // Either order of the two events is right: the new fire may start before the old one has
+    // finished stopping (they overlap for at most the grace period).
+    let mut started = None;
+    let mut finished = None;
+    while started.is_none() || finished.is_none() {
+        let e = tokio::time::timeout(WAIT, h.events.recv())
+            .await
+            .expect("events in time")
+            .expect("channel open");
+        match e {
+            SchedulerEvent::Started { fire_time, .. } => started = Some(fire_time),
+            SchedulerEvent::Finished {
+                fire_time, state, ..
+            } => finished = Some((fire_time, state)),
+        }
+    }
+    assert_eq!(started, Some(at(20)));
+    assert_eq!(finished, Some((at(10), RunState::Cancelled)));
+    let old = run_at(&h.store, id, at(10)).await;
+    assert_eq!(old.error.as_deref(), Some("cancelled (requested)"));
+    assert!(
+        log_text(&h.store, old.id.unwrap())
+            .await
+            .contains("overlap policy cancel-running starts the job's fire at"),
+        "the old run's log says why it was cancelled"
+    );
+    h.handle.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.runs(id).await,
+        vec![(at(10), RunState::Cancelled), (at(20), RunState::Cancelled)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_node_claims_nothing_until_resumed() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let id = h
+        .handle
+        .add_job(job("paused", "testing::echo", "{}").with_schedule(every_seconds(10)))
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    h.handle.pause();
+    assert!(h.handle.is_paused());
+    h.advance(10);
+    // A triggered fire is a claim like any other: it waits too.
+    h.handle.trigger(id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(h.runs(id).await.is_empty(), "nothing ran while paused");
+    h.handle.resume();
+    assert_eq!(h.finished().await, (id, at(10), 1, RunState::Succeeded));
+    h.advance(10);
+    assert_eq!(h.finished().await, (id, at(20), 1, RunState::Succeeded));
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_job_cancels_its_run_here_and_deletes_its_records() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let id = h
+        .handle
+        .add_job(job("doomed", "testing::polite", r#"{"seconds": 60.0}"#))
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    h.handle.trigger(id).await.unwrap();
+    assert_eq!(h.started().await, (id, t0()));
+    h.handle.remove_job(id).await.unwrap();
+    assert_eq!(h.store.job_get(id).await.unwrap(), None);
+    assert!(h.runs(id).await.is_empty());
+    let handle = h.handle.clone();
+    until("the removed job's run stops", || {
+        let handle = handle.clone();
+        async move { handle.running() == 0 }
+    })
+    .await;
+    let e = h.handle.remove_job(id).await.unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("job {id} does not exist")),
+        "{e}"
+    );
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_nodes_expired_run_is_recovered_and_retried_here() {
+    let store = MemoryStore::default();
+    let mut j = job("orphan", "testing::echo", "{}");
+    j.retry = RetryPolicy::new(1, Backoff::Fixed(vec![Duration::from_secs(10)]));
+    j.next_fire = Some(t0());
+    let id = store.job_insert(&j, t0()).await.unwrap().id.unwrap();
+    // node-b claims the fire (lease 30 s) and then dies.
+    store
+        .run_claim_due(&ClaimParams {
+            node: NodeId("node-b".to_string()),
+            now: t0(),
+            limit: 1,
+            lease: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    let mut h = Harness::start(store, t0()).await;
+    // Past node-b's lease: node-a's next renewal round recovers it (failed, retry at +10 s).
+    h.advance(40);
+    let store = h.store.clone();
+    until("node-b's run is recovered", || {
+        let store = store.clone();
+        async move { run_at(&store, id, t0()).await.state == RunState::Pending }
+    })
+    .await;
+    let run = run_at(&h.store, id, t0()).await;
+    assert_eq!(run.error.as_deref(), Some(takt_core::run::LEASE_EXPIRED));
+    assert_eq!(run.attempt, 2);
+    assert_eq!(run.next_attempt_at, Some(at(50)));
+    h.advance(10);
+    assert_eq!(h.finished().await, (id, t0(), 2, RunState::Succeeded));
+    assert_eq!(
+        run_at(&h.store, id, t0()).await.node_id,
+        Some(node()),
+        "the retry ran here"
+    );
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_was_taken_over_is_stopped_here() {
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let id = h
+        .handle
+        .add_job(job("stalled", "testing::polite", r#"{"seconds": 60.0}"#))
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    h.handle.trigger(id).await.unwrap();
+    assert_eq!(h.started().await, (id, t0()));
+    // Another node decides our lease (30 s) expired — as after a stall of this node.
+    let recovered = h.store.run_recover_expired(at(31), None).await.unwrap();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(recovered[0].state, RunState::Failed, "no retries: final");
+    // Our next renewal round (every 10 s of clock) finds the lease gone and stops the run.
+    h.advance(10);
+    let handle = h.handle.clone();
+    until("the run without a lease stops", || {
+        let handle = handle.clone();
+        async move { handle.running() == 0 }
+    })
+    .await;
+    let run = run_at(&h.store, id, t0()).await;
+    assert_eq!(run.state, RunState::Failed, "the recovered outcome stands");
+    assert_eq!(run.error.as_deref(), Some(takt_core::run::LEASE_EXPIRED));
+    assert!(
+        log_text(&h.store, run.id.unwrap())
+            .await
+            .contains("lost this run's lease"),
+        "the log says why the run stopped"
+    );
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}

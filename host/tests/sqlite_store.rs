@@ -15,7 +15,7 @@ use takt_core::schedule::cron::{CronExpr, CronOptions, DayMatch};
 use takt_core::schedule::{DstPolicy, FoldPolicy, GapPolicy, Interval, Rule, Schedule, Zone};
 use takt_core::store::conformance::{self, block_on};
 use takt_core::store::{
-    ClaimParams, LogLevel, LogLine, RunFinish, Store, StoreError, StoreErrorKind,
+    ClaimParams, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
 };
 use takt_host::store::{SqliteOptions, SqliteStore, latest_version, migrate};
 
@@ -68,7 +68,7 @@ fn conformance_on_a_temp_file() {
     }));
     eprintln!("sqlite (file): {report}");
     report.expect_skipped(&[]);
-    assert_eq!(report.passed.len(), 16, "every check ran");
+    assert_eq!(report.passed.len(), 19, "every check ran");
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn migrations_applied_twice_are_a_noop() {
             .iter()
             .map(|m| (m.version, m.name))
             .collect::<Vec<_>>(),
-        [(1, "init")]
+        [(1, "init"), (2, "active_runs")]
     );
     assert_eq!(migrate(&path).expect("migrate again"), [], "a no-op");
     let store = open(&path);
@@ -126,11 +126,49 @@ fn migrations_applied_twice_are_a_noop() {
     let rows: i64 = conn
         .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
         .expect("count");
-    assert_eq!(rows, 1, "recorded once");
+    assert_eq!(rows, 2, "each recorded once");
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("journal mode");
     assert_eq!(mode, "wal");
+}
+
+/// A database made by a takt that knew only 0001 (with a job and a run in it) is brought to
+/// the latest version at open, keeping its rows.
+#[test]
+fn an_older_schema_is_migrated_forward_keeping_its_rows() {
+    let dir = TempDir::new("older");
+    let path = dir.file("takt.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("raw open");
+        conn.execute_batch(takt_host::store::MIGRATIONS[0].sql)
+            .expect("0001 by hand, as a DBA would");
+        conn.execute_batch(
+            "INSERT INTO jobs (name, handler_type, updated_at) VALUES ('old', 'a::b', 0); \
+             INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 0, 'pending', 0);",
+        )
+        .expect("rows of the old version");
+    }
+    let store = open(&path);
+    assert_eq!(store.schema_version().expect("version"), latest_version());
+    let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
+        .expect("read")
+        .expect("the old job is still there");
+    let runs = block_on(store.run_list(&RunFilter {
+        job: job.id,
+        ..RunFilter::default()
+    }))
+    .expect("runs");
+    assert_eq!(runs.len(), 1, "the old run is still there");
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let index: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_job_state'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("schema");
+    assert_eq!(index, 1, "0002 created its index");
 }
 
 #[test]

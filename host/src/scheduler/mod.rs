@@ -8,24 +8,26 @@
 //! [`takt_core::run::NODE_RESTARTED`] and retried per its job's policy by the store), then
 //! spawns one tokio task that repeats:
 //!
-//! 1. **Prepare** the due jobs: a job whose next fire is later than its misfire lateness window
-//!    goes through [`misfire::plan`] (skips recorded with [`Store::run_insert_skipped`], next
-//!    fire moved with the compare-and-set [`Store::job_set_next_fire`]); a due fire of a job
-//!    that already has a running or pending run goes through [`overlap::decide`].
+//! 1. **Prepare** the due jobs ([`Store::job_due`]: at most [`PREPARE_BATCH`] in claim order,
+//!    with their running and pending counts): a job whose next fire is later than its misfire
+//!    lateness window goes through [`misfire::plan`] (skips recorded with
+//!    [`Store::run_insert_skipped`], next fire moved with the compare-and-set
+//!    [`Store::job_set_next_fire`]); a due fire of a job that already has a running or pending
+//!    run goes through [`overlap::decide`].
 //! 2. **Claim** with [`Store::run_claim_due`], limit = free capacity (at most
-//!    [`SchedulerConfig::claim_batch`]), and spawn each run (see below).
-//! 3. **Renew** the leases of this node's runs every third of [`SchedulerConfig::lease`].
-//! 4. **Sleep** until the earliest of: the next due instant (earliest next fire of an enabled
-//!    job, earliest `next_attempt_at` of a pending retry), a notification (a job added or
-//!    changed through the handle, a run finished, a shutdown), the next lease renewal, or the
-//!    safety poll. The due instant and renewal are waited for on the [`Clock`]; the safety
-//!    poll is real time (it exists for changes other nodes make in the store).
+//!    [`SchedulerConfig::claim_batch`]), and spawn each run (see below). A paused node
+//!    ([`SchedulerHandle::pause`]) skips steps 1 and 2.
+//! 3. Every third of [`SchedulerConfig::lease`]: **renew** the leases of this node's runs (a
+//!    run whose lease was not renewed was recovered by another node and is stopped here), and
+//!    **recover** any node's runs whose lease expired ([`Store::run_recover_expired`]).
+//! 4. **Sleep** until the earliest of: [`Store::next_due`] (one indexed query), a notification
+//!    (a job added or changed through the handle, a run finished, a shutdown), the next lease
+//!    renewal, or the safety poll. The due instant and renewal are waited for on the
+//!    [`Clock`]; the safety poll is real time (it exists for changes other nodes make in the
+//!    store).
 //!
-//! Cost, and a note for the store trait: the trait has no "earliest due instant" method, so
-//! each pass reads [`Store::job_list`] (all jobs) and [`Store::run_list`] of pending runs (at
-//! most [`PENDING_SCAN`]), plus two `run_list` calls per due job for the overlap decision.
-//! That is fine for hundreds of jobs; a `next_due(now)` store method (one indexed `MIN` query
-//! in SQL) and a per-job "active runs" count should replace these scans.
+//! The cost of a pass depends on what is due, not on how many jobs exist: `job_due`, the
+//! claim and `next_due` are indexed queries in SQL.
 //!
 //! # One run
 //!
@@ -40,22 +42,24 @@
 //! the executor measures timeouts and grace periods in real time, since it waits for real
 //! threads.
 //!
-//! # Policies not wired yet
+//! # Policies
 //!
 //! * Misfire: all three actions go through [`misfire::plan`]. Several fires kept by
 //!   `fire-all` are claimed one per pass (the claim advances a job's next fire once per call);
 //!   the loop passes again at once while anything is due. Under overlap `skip`, a kept fire
 //!   whose predecessor is still running is then skipped as an overlap (the policies compose;
 //!   use `allow` for a catch-up that runs side by side).
-//! * Overlap: `skip` (the default) and `allow` are carried out. A pending retry of the job
-//!   counts as a queued run, so under `skip` scheduled fires are skipped while a retry waits.
-//!   `queue-one` and `cancel-running` are **not wired**: the loop records the fire as skipped
-//!   (reason `overlap`, with a detail saying so) rather than start a second copy. The check
-//!   reads the store before the claim, so two nodes may both start a fire's neighbour in the
-//!   window between them (the (job, fire time) key still prevents any fire running twice).
-//! * Lease recovery of *other* nodes' expired runs (`run_recover_expired(now, None)`) is not
-//!   called periodically yet, and a renewal that counts fewer runs than this node holds is
-//!   only logged (the runs are not cancelled).
+//! * Overlap (counts from `job_due`, so they include other nodes' runs): `skip` records the
+//!   fire as skipped (reason `overlap`); a pending retry counts as a queued run. `allow`
+//!   starts it. `queue-one` records the fire as a queued run ([`Store::run_enqueue`]), which
+//!   the claim takes once nothing of the job is running (it keeps its own fire time); a fire
+//!   that comes while one is queued is skipped. `cancel-running` cancels this node's running
+//!   runs of the job (they end `cancelled`, with the reason in their log) and the claim starts
+//!   the new fire, so the two overlap for at most the cancelled run's grace period; a run on
+//!   another node cannot be reached from here, so the fire starts beside it, with a warning.
+//!   The decision reads the store before the claim, so two nodes may both start a fire's
+//!   neighbour in the window between them (the (job, fire time) key still prevents any fire
+//!   running twice).
 
 mod clock;
 mod sink;
@@ -73,17 +77,19 @@ use takt_core::policy::{OverlapDecision, misfire, overlap};
 use takt_core::run::{NodeId, Run, RunEvent, RunId, RunState, SkipReason};
 use takt_core::schedule::Schedule;
 use takt_core::store::{
-    ClaimParams, ClaimedRun, RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
+    ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFinish, Store, StoreError,
+    StoreErrorKind,
 };
 use tokio::sync::{Notify, broadcast};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::executor::{Executor, Outcome, RunRequest};
+use crate::executor::{CancelToken, Executor, Outcome, RunRequest};
 use crate::plugins::PluginSet;
 use sink::LogForwarder;
 
-/// The most pending runs one pass reads to find the earliest due retry.
-pub const PENDING_SCAN: usize = 10_000;
+/// The most due jobs one pass prepares (misfire and overlap decisions); more are prepared by
+/// the following passes, in claim order.
+pub const PREPARE_BATCH: usize = 256;
 /// The shortest accepted safety poll.
 pub const MIN_SAFETY_POLL: Duration = Duration::from_millis(50);
 /// The longest accepted safety poll.
@@ -226,6 +232,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             notify: Notify::new(),
             events,
             stopping: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
             shutdown_grace: Mutex::new(Duration::ZERO),
             running: Mutex::new(HashMap::new()),
         });
@@ -246,17 +253,48 @@ struct Shared<S> {
     notify: Notify,
     events: broadcast::Sender<SchedulerEvent>,
     stopping: AtomicBool,
+    /// Set by [`SchedulerHandle::pause`]: claim nothing until resumed.
+    paused: AtomicBool,
     shutdown_grace: Mutex<Duration>,
-    /// This node's runs in flight: run id → job id.
-    running: Mutex<HashMap<RunId, JobId>>,
+    /// This node's runs in flight.
+    running: Mutex<HashMap<RunId, InFlight>>,
+}
+
+/// A run this node is executing.
+struct InFlight {
+    job: JobId,
+    cancel: CancelToken,
 }
 
 impl<S> Shared<S> {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, InFlight>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn running_count(&self) -> usize {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.in_flight().len()
+    }
+}
+
+impl<S: Store> Shared<S> {
+    /// Asks this node's run `id` to stop (it ends `cancelled`, reason requested) and writes
+    /// `why` into its log first, so the record says who stopped it. Returns whether this node
+    /// was running it.
+    async fn cancel_local(&self, id: RunId, why: String) -> bool {
+        let token = self.in_flight().get(&id).map(|f| f.cancel.clone());
+        let Some(token) = token else {
+            return false;
+        };
+        let line = LogLine {
+            at: self.clock.now(),
+            level: LogLevel::Warn,
+            message: why,
+        };
+        if let Err(e) = self.store.log_append(id, &[line]).await {
+            tracing::warn!("cannot write why run {id} is cancelled into its log: {e}");
+        }
+        token.cancel();
+        true
     }
 }
 
@@ -373,6 +411,63 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         Ok(fire)
     }
 
+    /// Removes a job with its runs and their logs. A run of it that this node is executing is
+    /// cancelled first (its end can no longer be recorded); a run on another node finds the
+    /// job gone when it ends.
+    pub async fn remove_job(&self, id: JobId) -> Result<(), SchedulerError> {
+        let mine: Vec<RunId> = self
+            .shared
+            .in_flight()
+            .iter()
+            .filter(|(_, f)| f.job == id)
+            .map(|(r, _)| *r)
+            .collect();
+        for run in mine {
+            self.shared
+                .cancel_local(run, format!("cancelled: job {id} is being removed"))
+                .await;
+        }
+        match self.shared.store.job_delete(id).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == StoreErrorKind::NotFound => {
+                return Err(SchedulerError::JobNotFound(id));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.shared.notify.notify_one();
+        Ok(())
+    }
+
+    /// Asks a run this node is executing to stop: it ends `cancelled` (reason requested) once
+    /// the plugin returns or the grace period passes, and `why` goes into its log. Returns
+    /// whether this node was running it (a run on another node is not reachable from here).
+    pub async fn cancel_run(&self, id: RunId, why: &str) -> bool {
+        self.shared
+            .cancel_local(id, format!("cancelled by request: {why}"))
+            .await
+    }
+
+    /// Stops this node from claiming (scheduled fires, retries, triggers) until
+    /// [`resume`](Self::resume); runs in flight go on. For a service window: pause, let the
+    /// runs finish ([`running`](Self::running) reaches 0), swap plugin files, resume. Jobs keep
+    /// their schedules, so fires due while paused are misfires when the pause outlasts their
+    /// lateness window, handled per each job's misfire policy (other nodes keep claiming).
+    pub fn pause(&self) {
+        self.shared.paused.store(true, Ordering::SeqCst);
+        self.shared.notify.notify_one();
+    }
+
+    /// Undoes [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.shared.paused.store(false, Ordering::SeqCst);
+        self.shared.notify.notify_one();
+    }
+
+    /// Whether this node is paused.
+    pub fn is_paused(&self) -> bool {
+        self.shared.paused.load(Ordering::SeqCst)
+    }
+
     /// A receiver of run events from now on (a slow receiver loses the oldest: see
     /// [`broadcast`]).
     pub fn subscribe(&self) -> broadcast::Receiver<SchedulerEvent> {
@@ -415,22 +510,27 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
         let now = shared.clock.now();
         if now >= next_renew {
             renew(&shared, now).await;
+            recover_expired(&shared, now).await;
             next_renew = now
                 .checked_add(shared.config.lease / 3)
                 .unwrap_or(Timestamp::MAX);
         }
-        let mut progressed = match prepare(&shared, now).await {
-            Ok(changed) => changed,
-            Err(e) => {
-                tracing::warn!("scheduling pass could not prepare due jobs: {e}");
-                false
-            }
-        };
+        let paused = shared.paused.load(Ordering::SeqCst);
+        let mut progressed = false;
+        if !paused {
+            progressed = match prepare(&shared, now).await {
+                Ok(changed) => changed,
+                Err(e) => {
+                    tracing::warn!("scheduling pass could not prepare due jobs: {e}");
+                    false
+                }
+            };
+        }
         let free = shared
             .config
             .capacity
             .saturating_sub(shared.running_count());
-        if free > 0 {
+        if free > 0 && !paused {
             let params = ClaimParams {
                 node: shared.config.node.clone(),
                 now,
@@ -450,14 +550,14 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
         if shared.stopping.load(Ordering::SeqCst) {
             break;
         }
-        let due = match next_due(&shared).await {
+        let due = match shared.store.next_due().await {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!("cannot read the next due time: {e}");
                 None
             }
         };
-        let has_free = shared.running_count() < shared.config.capacity;
+        let has_free = !paused && shared.running_count() < shared.config.capacity;
         if progressed && has_free && due.is_some_and(|d| d <= shared.clock.now()) {
             // More is due right now (a backlog, a second fire of a catch-up): pass again.
             continue;
@@ -496,31 +596,77 @@ async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) {
     let Ok(until) = now.checked_add(shared.config.lease) else {
         return;
     };
-    match shared
+    let renewed = match shared
         .store
         .lease_renew(&shared.config.node, until, now)
         .await
     {
-        Ok(n) if (n as usize) < held => tracing::warn!(
-            "node {} renewed {n} leases but runs {held}; some were recovered by another node",
+        Ok(renewed) => renewed,
+        Err(e) => {
+            tracing::warn!("lease renewal failed: {e}");
+            return;
+        }
+    };
+    // A run we execute whose lease was not renewed has been recovered by another node (or
+    // by our own recovery after the loop stalled past the lease): its record is already
+    // failed and possibly retried elsewhere, so this copy must stop. The map is read after
+    // the renewal, and a run leaves it before its end is recorded (see `execute`), so every
+    // run in it was still running in the store when the renewal ran: missing means lost.
+    let lost: Vec<RunId> = shared
+        .in_flight()
+        .iter()
+        .filter(|(id, _)| !renewed.contains(id))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in lost {
+        tracing::warn!(
+            "node {} lost the lease of run {id} (another node recovered it); stopping it",
             shared.config.node
-        ),
-        Ok(_) => {}
-        Err(e) => tracing::warn!("lease renewal failed: {e}"),
+        );
+        shared
+            .cancel_local(
+                id,
+                format!(
+                    "cancelled: node {} lost this run's lease (it was recovered after the \
+                     lease expired); its outcome is not recorded",
+                    shared.config.node
+                ),
+            )
+            .await;
     }
 }
 
-/// The misfire and overlap decisions for every due job. Returns whether it changed anything.
+/// Recovers runs of any node whose lease expired (a node that died or lost the database):
+/// each fails with [`takt_core::run::LEASE_EXPIRED`] and is retried per its job's policy.
+async fn recover_expired<S: Store>(shared: &Shared<S>, now: Timestamp) {
+    match shared.store.run_recover_expired(now, None).await {
+        Ok(runs) if !runs.is_empty() => {
+            tracing::warn!(
+                "node {} recovered {} runs whose lease expired",
+                shared.config.node,
+                runs.len()
+            );
+            shared.notify.notify_one();
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("recovering expired leases failed: {e}"),
+    }
+}
+
+/// The misfire and overlap decisions for the due jobs (at most [`PREPARE_BATCH`], in claim
+/// order). Returns whether it changed anything.
 async fn prepare<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<bool, StoreError> {
     let store = &shared.store;
     let mut changed = false;
-    for job in store.job_list().await? {
+    for DueJob {
+        job,
+        running,
+        pending,
+    } in store.job_due(now, PREPARE_BATCH).await?
+    {
         let (Some(id), Some(nf)) = (job.id, job.next_fire) else {
             continue;
         };
-        if !job.enabled || nf > now {
-            continue;
-        }
         let mut fire = nf;
         // Misfires: only when the oldest due fire is beyond the lateness window (fires are
         // ascending, so otherwise every due fire is on time).
@@ -548,37 +694,68 @@ async fn prepare<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<bool, S
             }
         }
         // Overlap: another run of this job still running or waiting.
-        let running = count_runs(store, id, RunState::Running).await?;
-        let queued = count_runs(store, id, RunState::Pending).await?;
-        let detail = match overlap::decide(job.overlap, running, queued) {
-            OverlapDecision::Start => continue,
-            OverlapDecision::Skip(_) => None,
-            OverlapDecision::Queue | OverlapDecision::CancelRunningThenStart => Some(format!(
-                "overlap policy {} is not carried out by this host yet; the fire was skipped",
-                job.overlap
-            )),
+        let next = || {
+            job.schedule
+                .as_ref()
+                .and_then(|s| first_fire_after(s, fire))
         };
-        changed |= insert_skipped(store, id, fire, SkipReason::Overlap, detail, now).await?;
-        let next = job
-            .schedule
-            .as_ref()
-            .and_then(|s| first_fire_after(s, fire));
-        changed |= set_next_fire(store, id, fire, next).await?;
+        match overlap::decide(job.overlap, running as usize, pending as usize) {
+            OverlapDecision::Start => {}
+            OverlapDecision::Skip(reason) => {
+                changed |= insert_skipped(store, id, fire, reason, None, now).await?;
+                changed |= set_next_fire(store, id, fire, next()).await?;
+            }
+            OverlapDecision::Queue => {
+                // The fire waits as a queued run, claimed when the running one ends; the
+                // job's schedule moves on (the next fire that comes while both exist is
+                // skipped as an overlap: one queued at most).
+                match store.run_enqueue(id, fire, now).await {
+                    Ok(_) => changed = true,
+                    Err(e) if e.kind() == StoreErrorKind::Conflict => {}
+                    Err(e) => return Err(e),
+                }
+                changed |= set_next_fire(store, id, fire, next()).await?;
+            }
+            OverlapDecision::CancelRunningThenStart => {
+                changed |= cancel_running_of(shared, id, fire).await;
+            }
+        }
     }
     Ok(changed)
 }
 
-fn lateness(now: Timestamp, fire: Timestamp) -> Duration {
-    Duration::try_from(now.duration_since(fire)).unwrap_or(Duration::ZERO)
+/// Overlap `cancel-running`: cancels this node's running runs of job `job` so that its fire
+/// at `fire` starts (the claim that follows starts it; the cancelled run ends within its
+/// grace period). A run of the job on another node cannot be stopped from here: the new fire
+/// starts beside it, and a warning says so.
+async fn cancel_running_of<S: Store>(shared: &Shared<S>, job: JobId, fire: Timestamp) -> bool {
+    let mine: Vec<(RunId, bool)> = shared
+        .in_flight()
+        .iter()
+        .filter(|(_, f)| f.job == job)
+        .map(|(id, f)| (*id, f.cancel.is_cancelled()))
+        .collect();
+    if mine.is_empty() {
+        tracing::warn!(
+            "job {job}: overlap policy cancel-running cannot stop a run on another node; the \
+             fire at {fire} starts beside it"
+        );
+        return false;
+    }
+    // Already asked in an earlier pass (the claim waited for capacity): ask once only.
+    for (id, _) in mine.iter().filter(|(_, asked)| !asked) {
+        shared
+            .cancel_local(
+                *id,
+                format!("cancelled: overlap policy cancel-running starts the job's fire at {fire}"),
+            )
+            .await;
+    }
+    mine.iter().any(|(_, asked)| !asked)
 }
 
-async fn count_runs<S: Store>(store: &S, job: JobId, state: RunState) -> Result<usize, StoreError> {
-    let filter = RunFilter {
-        job: Some(job),
-        state: Some(state),
-        limit: 2,
-    };
-    Ok(store.run_list(&filter).await?.len())
+fn lateness(now: Timestamp, fire: Timestamp) -> Duration {
+    Duration::try_from(now.duration_since(fire)).unwrap_or(Duration::ZERO)
 }
 
 /// Records a skipped run; a fire already recorded (another node, an earlier pass) is fine.
@@ -617,33 +794,6 @@ async fn set_next_fire<S: Store>(
     }
 }
 
-/// The earliest instant anything becomes claimable: an enabled job's next fire or a pending
-/// run's `next_attempt_at` (see the module docs for the cost).
-async fn next_due<S: Store>(shared: &Shared<S>) -> Result<Option<Timestamp>, StoreError> {
-    let store = &shared.store;
-    let jobs = store.job_list().await?;
-    let enabled: HashMap<JobId, bool> = jobs
-        .iter()
-        .filter_map(|j| j.id.map(|id| (id, j.enabled)))
-        .collect();
-    let fires = jobs
-        .iter()
-        .filter(|j| j.enabled)
-        .filter_map(|j| j.next_fire);
-    let pending = store
-        .run_list(&RunFilter {
-            job: None,
-            state: Some(RunState::Pending),
-            limit: PENDING_SCAN,
-        })
-        .await?;
-    let retries = pending
-        .iter()
-        .filter(|r| enabled.get(&r.job_id).copied().unwrap_or(false))
-        .map(|r| r.next_attempt_at.unwrap_or(r.created_at));
-    Ok(fires.chain(retries).min())
-}
-
 /// The first occurrence after `after` that fires (past DST-gap skips, bounded).
 fn first_fire_after(schedule: &Schedule, after: Timestamp) -> Option<Timestamp> {
     schedule
@@ -672,11 +822,14 @@ fn spawn_run<S: Store + Clone + 'static>(
         );
         return;
     };
-    shared
-        .running
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(id, claimed.run.job_id);
+    let cancel = CancelToken::new();
+    shared.in_flight().insert(
+        id,
+        InFlight {
+            job: claimed.run.job_id,
+            cancel: cancel.clone(),
+        },
+    );
     let _ = shared.events.send(SchedulerEvent::Started {
         run: id,
         job: claimed.run.job_id,
@@ -688,12 +841,8 @@ fn spawn_run<S: Store + Clone + 'static>(
         let job_id = claimed.run.job_id;
         let fire_time = claimed.run.fire_time;
         let attempt = claimed.run.attempt;
-        let state = execute(&shared, id, claimed).await;
-        shared
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
+        let state = execute(&shared, id, claimed, cancel).await;
+        // `execute` removed the run from the in-flight map before recording its end.
         if let Some(state) = state {
             let _ = shared.events.send(SchedulerEvent::Finished {
                 run: id,
@@ -713,6 +862,7 @@ async fn execute<S: Store + Clone + 'static>(
     shared: &Shared<S>,
     id: RunId,
     claimed: ClaimedRun,
+    cancel: CancelToken,
 ) -> Option<RunState> {
     let ClaimedRun { mut run, job } = claimed;
     let (event, elapsed) = match shared.plugins.resolve(&job.handler_type) {
@@ -737,12 +887,18 @@ async fn execute<S: Store + Clone + 'static>(
                 timeout: job.timeout.or(resolved.handler.default_timeout),
             };
             let logs = LogForwarder::start(shared.store.clone(), id, shared.clock.clone());
-            let report = shared.executor.run(req, logs.sink()).await;
+            let report = shared
+                .executor
+                .run_with_cancel(req, logs.sink(), cancel)
+                .await;
             logs.finish().await;
             let elapsed = report.started.map(|_| report.elapsed);
             (event_of(&report.outcome), elapsed)
         }
     };
+    // Out of the in-flight map *before* the end is recorded: a lease renewal that still sees
+    // the run in the map then knows the store had it running (see `renew`).
+    shared.in_flight().remove(&id);
     let now = shared.clock.now();
     let attempt = run.attempt;
     if let Err(e) = run.apply(event, now, &job.retry) {

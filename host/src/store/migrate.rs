@@ -25,11 +25,18 @@ pub struct Migration {
 }
 
 /// Every migration this binary knows, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../../sql/sqlite/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../../sql/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "active_runs",
+        sql: include_str!("../../../sql/sqlite/0002_active_runs.sql"),
+    },
+];
 
 /// The schema version this binary writes (the last migration's number).
 pub fn latest_version() -> u32 {

@@ -33,11 +33,12 @@ use takt_core::job::{JobDef, JobId, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState, SkipReason};
 use takt_core::store::backend::{
-    add, apply_finish, job_missing, name_taken, next_firing, recovery_event, run_missing, show,
+    add, apply_finish, fire_taken, job_missing, name_taken, next_firing, recovery_event,
+    run_missing, show,
 };
 use takt_core::store::{
-    Capabilities, ClaimParams, ClaimedRun, LogLevel, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreError, StoreResult,
+    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter,
+    RunFinish, Store, StoreError, StoreResult,
 };
 
 use super::migrate::{self, AppliedMigration};
@@ -773,6 +774,8 @@ fn due(
          FROM runs r JOIN jobs j ON j.id = r.job_id \
          WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= ?1 \
            AND j.enabled = 1 \
+           AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
+                (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
          ORDER BY j.priority, due_at, r.id LIMIT ?2",
         true,
     )?);
@@ -1063,6 +1066,16 @@ impl Db {
                 run.job_id, run.fire_time
             )));
         }
+        self.insert_keyed(run)
+    }
+
+    fn run_enqueue(&mut self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run> {
+        self.insert_keyed(&Run::pending(job, fire, now))
+    }
+
+    /// Inserts a run under its (job, fire time) key in its own transaction: a taken key is a
+    /// Conflict naming the run that holds it.
+    fn insert_keyed(&mut self, run: &Run) -> StoreResult<Run> {
         let path = &*self.path;
         let tx = immediate(&mut self.conn, path)?;
         need_job(&tx, path, run.job_id)?;
@@ -1074,14 +1087,74 @@ impl Db {
                     |r| r.get(0),
                 )
                 .map_err(|e| sql_error(path, "reading a run", e))?;
-            return Err(StoreError::conflict(format!(
-                "job {} already has run {other} for fire time {}; a fire is recorded once",
-                run.job_id, run.fire_time
-            )));
+            return Err(fire_taken(run.job_id, run.fire_time, RunId(other)));
         };
         let stored = need_run(&tx, path, id)?;
         commit(tx, path)?;
         Ok(stored)
+    }
+
+    fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
+        let path = &*self.path;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {JOB_COLUMNS}, \
+                   (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
+                   (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending') \
+                 FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= ?1 \
+                 ORDER BY priority, next_fire, id LIMIT ?2"
+            ))
+            .map_err(|e| sql_error(path, "finding due jobs", e))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let columns = JOB_COLUMNS.split(',').count();
+        let rows = stmt
+            .query_map(params![ms(now), limit], |r| {
+                Ok((
+                    JobRow::read(r)?,
+                    r.get::<_, u32>(columns)?,
+                    r.get::<_, u32>(columns + 1)?,
+                ))
+            })
+            .map_err(|e| sql_error(path, "finding due jobs", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "finding due jobs", e))?;
+        rows.into_iter()
+            .map(|(row, running, pending)| {
+                Ok(DueJob {
+                    job: row.into_job(path)?,
+                    running,
+                    pending,
+                })
+            })
+            .collect()
+    }
+
+    fn next_due(&self) -> StoreResult<Option<Timestamp>> {
+        let path = &*self.path;
+        // Three indexed MINs (jobs_due, runs_retry_due, runs_retry_due + runs_job_state).
+        let at: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT MIN(at) FROM ( \
+                   SELECT MIN(next_fire) AS at FROM jobs \
+                   WHERE enabled = 1 AND next_fire IS NOT NULL \
+                   UNION ALL \
+                   SELECT MIN(r.next_attempt_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
+                   WHERE r.state = 'pending' AND r.next_attempt_at IS NOT NULL AND j.enabled = 1 \
+                   UNION ALL \
+                   SELECT MIN(r.created_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
+                   WHERE r.state = 'pending' AND r.next_attempt_at IS NULL AND j.enabled = 1 \
+                     AND NOT EXISTS (SELECT 1 FROM runs x \
+                                     WHERE x.job_id = r.job_id AND x.state = 'running'))",
+            )
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .map_err(|e| sql_error(path, "finding the next due time", e))?;
+        at.map(|at| {
+            Timestamp::from_millisecond(at)
+                .map_err(|e| corrupt(path, "the next due time", "next_fire", e))
+        })
+        .transpose()
     }
 
     fn run_set_state_if_running(
@@ -1131,17 +1204,25 @@ impl Db {
         rows.into_iter().map(|r| r.into_run(path)).collect()
     }
 
-    fn lease_renew(&mut self, node: &NodeId, until: Timestamp, now: Timestamp) -> StoreResult<u64> {
+    fn lease_renew(
+        &mut self,
+        node: &NodeId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> StoreResult<Vec<RunId>> {
         let path = &*self.path;
-        let n = self
+        let mut stmt = self
             .conn
-            .execute(
+            .prepare_cached(
                 "UPDATE runs SET lease_expires_at = ?1 \
-                 WHERE node_id = ?2 AND state = 'running' AND lease_expires_at > ?3",
-                params![ms(until), node.0, ms(now)],
+                 WHERE node_id = ?2 AND state = 'running' AND lease_expires_at > ?3 \
+                 RETURNING id",
             )
             .map_err(|e| sql_error(path, "renewing leases", e))?;
-        Ok(n as u64)
+        stmt.query_map(params![ms(until), node.0, ms(now)], |r| r.get(0).map(RunId))
+            .map_err(|e| sql_error(path, "renewing leases", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "renewing leases", e))
     }
 
     fn run_recover_expired(
@@ -1369,6 +1450,18 @@ impl Store for SqliteStore {
         self.with(|db| db.run_insert_skipped(run))
     }
 
+    async fn run_enqueue(&self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run> {
+        self.with(|db| db.run_enqueue(job, fire, now))
+    }
+
+    async fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
+        self.with(|db| db.job_due(now, limit))
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<Timestamp>> {
+        self.with(|db| db.next_due())
+    }
+
     async fn run_set_state_if_running(
         &self,
         id: RunId,
@@ -1391,7 +1484,7 @@ impl Store for SqliteStore {
         node: &NodeId,
         until: Timestamp,
         now: Timestamp,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Vec<RunId>> {
         self.with(|db| db.lease_renew(node, until, now))
     }
 

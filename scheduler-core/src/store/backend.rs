@@ -113,3 +113,10 @@ pub fn name_taken(name: &JobName) -> StoreError {
         "job name {name} is already taken; choose another name or update the existing job"
     ))
 }
+
+/// The (job, fire time) key is taken by run `other`.
+pub fn fire_taken(job: JobId, fire: Timestamp, other: RunId) -> StoreError {
+    StoreError::conflict(format!(
+        "job {job} already has run {other} for fire time {fire}; a fire is recorded once"
+    ))
+}

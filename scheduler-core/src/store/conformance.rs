@@ -32,7 +32,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    ClaimParams, ClaimedRun, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
+    ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
 };
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::policy::{Backoff, RetryPolicy};
@@ -122,6 +122,9 @@ where
     check!(skipped_runs_keep_reason_and_unique_key);
     check!(claim_records_dst_gap_skips);
     check!(run_list_filters_newest_first);
+    check!(job_due_lists_due_jobs_in_claim_order_with_counts);
+    check!(next_due_is_the_earliest_claimable_instant);
+    check!(queued_run_waits_for_the_running_one);
     check!(logs_are_ordered_and_batched if logs);
     check!(retention_purges_only_old_final_runs_and_their_logs if retention);
     report
@@ -331,6 +334,198 @@ pub fn assert_each_fire_once(claimed: &[(JobId, Timestamp)], jobs: usize, fires:
 }
 
 // ---- the checks --------------------------------------------------------------------------
+
+/// `job_due`: only enabled jobs with `next_fire <= now`, in claim order (priority, next fire,
+/// id), at most `limit`, with their running and pending counts.
+pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: S) {
+    let mut late = every_minute("late");
+    late.next_fire = Some(at(30));
+    let late = insert(&store, late).await;
+    let mut urgent = every_minute("urgent");
+    urgent.priority = Priority::new(10).expect("valid priority");
+    urgent.next_fire = Some(at(50));
+    let urgent = insert(&store, urgent).await;
+    let early = insert(&store, every_minute("early")).await;
+    let mut off = every_minute("off");
+    off.enabled = false;
+    insert(&store, off).await;
+    let mut future = every_minute("future");
+    future.next_fire = Some(at(3600));
+    insert(&store, future).await;
+
+    let names =
+        |due: &[DueJob]| -> Vec<String> { due.iter().map(|d| d.job.name.to_string()).collect() };
+    let due = store.job_due(at(60), 10).await.expect("job_due");
+    assert_eq!(
+        names(&due),
+        ["urgent", "early", "late"],
+        "job_due: enabled due jobs, by priority then next fire"
+    );
+    assert!(
+        due.iter().all(|d| d.running == 0 && d.pending == 0),
+        "job_due: nothing in flight yet: {due:?}"
+    );
+    assert_eq!(
+        names(&store.job_due(at(60), 2).await.expect("job_due")),
+        ["urgent", "early"],
+        "job_due: at most limit"
+    );
+    assert_eq!(
+        names(&store.job_due(at(40), 10).await.expect("job_due")),
+        ["early", "late"],
+        "job_due: next fire after now is not due"
+    );
+
+    // One running run of `early` (claimed), one pending retry and one queued run of `late`.
+    let c = claim_one(&store, "node-a", at(0)).await;
+    assert_eq!(c.run.job_id, early.id.expect("id"));
+    let mut late_job = late.clone();
+    late_job.retry = seed_retries(1);
+    late_job = store.job_update(&late_job, t0()).await.expect("update");
+    let lc = claim_one(&store, "node-a", at(30)).await;
+    assert_eq!(lc.run.job_id, late.id.expect("id"));
+    finish(&store, &lc.run, failed(), at(31)).await;
+    store
+        .run_enqueue(late.id.expect("id"), at(90), at(31))
+        .await
+        .expect("enqueue");
+    let due = store.job_due(at(200), 10).await.expect("job_due");
+    let counts: Vec<(String, u32, u32)> = due
+        .iter()
+        .map(|d| (d.job.name.to_string(), d.running, d.pending))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("urgent".to_string(), 0, 0),
+            ("late".to_string(), 0, 2),
+            ("early".to_string(), 1, 0),
+        ],
+        "job_due: running and pending counts per job (late and early both fire next at 60: \
+         by id)"
+    );
+    assert_eq!(late_job.version, 2);
+    let _ = urgent;
+}
+
+/// `next_due`: the earliest of enabled jobs' next fires, pending retries' times and queued
+/// runs whose job has nothing running; `None` when nothing is scheduled.
+pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
+    assert_eq!(
+        store.next_due().await.expect("next_due"),
+        None,
+        "empty store"
+    );
+    let mut off = every_minute("off");
+    off.enabled = false;
+    off.next_fire = Some(at(-600));
+    insert(&store, off).await;
+    assert_eq!(
+        store.next_due().await.expect("next_due"),
+        None,
+        "a disabled job is never due"
+    );
+    let mut job = every_minute("retrying");
+    job.retry = RetryPolicy::new(1, Backoff::Fixed(vec![Duration::from_secs(30)]));
+    let job = insert(&store, job).await;
+    let id = job.id.expect("id");
+    assert_eq!(store.next_due().await.expect("next_due"), Some(t0()));
+    let c = claim_one(&store, "node-a", t0()).await;
+    assert_eq!(
+        store.next_due().await.expect("next_due"),
+        Some(at(60)),
+        "after the claim: the next fire"
+    );
+    let retry = finish(&store, &c.run, failed(), at(5)).await;
+    assert_eq!(retry.next_attempt_at, Some(at(35)));
+    assert_eq!(
+        store.next_due().await.expect("next_due"),
+        Some(at(35)),
+        "a pending retry before the next fire"
+    );
+    let c = claim_one(&store, "node-b", at(35)).await;
+    assert_eq!(c.run.attempt, 2);
+    store
+        .run_enqueue(id, at(60), at(36))
+        .await
+        .expect("enqueue");
+    store
+        .job_set_next_fire(id, Some(at(60)), Some(at(120)))
+        .await
+        .expect("move next fire");
+    assert_eq!(
+        store.next_due().await.expect("next_due"),
+        Some(at(120)),
+        "a queued run behind a running one is not due"
+    );
+    finish(
+        &store,
+        &c.run,
+        RunEvent::Succeeded { result_json: None },
+        at(40),
+    )
+    .await;
+    assert_eq!(
+        store.next_due().await.expect("next_due"),
+        Some(at(36)),
+        "a queued run is due from its creation once nothing of its job runs"
+    );
+}
+
+/// `run_enqueue` (overlap `queue-one`): the queued run keeps the unique key, is not claimed
+/// while a run of its job is running, and is claimed (attempt 1, its own fire time) at once
+/// after that run ends.
+pub async fn queued_run_waits_for_the_running_one<S: Store>(store: S) {
+    let job = insert(&store, every_minute("queued")).await;
+    let id = job.id.expect("id");
+    let first = claim_one(&store, "node-a", t0()).await;
+    let queued = store
+        .run_enqueue(id, at(60), at(61))
+        .await
+        .expect("enqueue");
+    assert_eq!(queued.state, RunState::Pending);
+    assert_eq!(
+        queued.next_attempt_at, None,
+        "a queued run has no retry time"
+    );
+    assert_eq!(queued.fire_time, at(60));
+    let e = store
+        .run_enqueue(id, at(60), at(62))
+        .await
+        .expect_err("a fire is queued once");
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}");
+    let e = store
+        .run_enqueue(JobId(9_999), at(60), at(62))
+        .await
+        .expect_err("unknown job");
+    assert_eq!(e.kind(), StoreErrorKind::NotFound, "{e}");
+    // The job's own next fire (at 60) is the queued fire's key: move it on as the loop does.
+    store
+        .job_set_next_fire(id, Some(at(60)), Some(at(120)))
+        .await
+        .expect("move next fire");
+    assert!(
+        claim_all(&store, at(100)).await.is_empty(),
+        "a queued run is not claimed while its job runs"
+    );
+    finish(
+        &store,
+        &first.run,
+        RunEvent::Succeeded { result_json: None },
+        at(101),
+    )
+    .await;
+    let got = claim_all(&store, at(101)).await;
+    assert_eq!(
+        got.len(),
+        1,
+        "the queued run is claimed once the job is idle"
+    );
+    assert_eq!(got[0].run.id, queued.id);
+    assert_eq!(got[0].run.fire_time, at(60), "it keeps its fire time");
+    assert_eq!(got[0].run.attempt, 1);
+    assert_eq!(got[0].run.state, RunState::Running);
+}
 
 /// Insert, get (by id and name), list, enable/disable, delete; missing ids are NotFound.
 pub async fn jobs_round_trip<S: Store>(store: S) {
@@ -719,13 +914,17 @@ pub async fn lease_expiry_recovery_fails_then_retries_per_policy<S: Store>(store
         .lease_renew(&node("node-a"), at(90), at(30))
         .await
         .expect("renew");
-    assert_eq!(renewed, 1, "lease_renew counts the node's live runs");
+    assert_eq!(
+        renewed,
+        vec![id],
+        "lease_renew returns the node's live runs"
+    );
     assert_eq!(
         store
             .lease_renew(&node("node-b"), at(90), at(30))
             .await
             .expect("renew"),
-        0,
+        Vec::new(),
         "another node renews nothing"
     );
     let none = store
@@ -749,7 +948,7 @@ pub async fn lease_expiry_recovery_fails_then_retries_per_policy<S: Store>(store
             .lease_renew(&node("node-a"), at(200), at(95))
             .await
             .expect("renew"),
-        0,
+        Vec::new(),
         "the old node's lease is gone"
     );
     let e = store

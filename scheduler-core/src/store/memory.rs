@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use jiff::Timestamp;
 
 use super::backend::{
-    add, apply_finish, job_missing, name_taken, next_firing, recovery_event, run_missing, show,
+    add, apply_finish, fire_taken, job_missing, name_taken, next_firing, recovery_event,
+    run_missing, show,
 };
 use super::{
-    Capabilities, ClaimParams, ClaimedRun, LogLine, PurgeCounts, RunFilter, RunFinish, Store,
-    StoreError, StoreResult,
+    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
+    Store, StoreError, StoreResult,
 };
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
@@ -71,6 +72,23 @@ impl Inner {
         self.run_keys.insert((run.job_id, run.fire_time), id);
         self.runs.insert(id, run.clone());
         run
+    }
+
+    /// Whether job `id` has a run in state running.
+    fn has_running(&self, id: JobId) -> bool {
+        self.runs
+            .values()
+            .any(|r| r.job_id == id && r.state == RunState::Running)
+    }
+
+    /// When a pending run may be claimed: a retry at its `next_attempt_at`; a queued run (no
+    /// `next_attempt_at`) at its creation, but only while nothing of its job runs.
+    fn pending_due(&self, run: &Run) -> Option<Timestamp> {
+        match run.next_attempt_at {
+            Some(at) => Some(at),
+            None if self.has_running(run.job_id) => None,
+            None => Some(run.created_at),
+        }
     }
 
     fn remove_run(&mut self, id: RunId) -> u64 {
@@ -270,6 +288,56 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
+        let inner = self.lock()?;
+        let mut due: Vec<&JobDef> = inner
+            .jobs
+            .values()
+            .filter(|j| j.enabled && j.next_fire.is_some_and(|f| f <= now))
+            .collect();
+        due.sort_by_key(|j| (j.priority, j.next_fire, j.id));
+        due.truncate(limit);
+        let mut out: Vec<DueJob> = due
+            .into_iter()
+            .map(|job| DueJob {
+                job: job.clone(),
+                running: 0,
+                pending: 0,
+            })
+            .collect();
+        let index: BTreeMap<JobId, usize> = out
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.job.id.map(|id| (id, i)))
+            .collect();
+        for run in inner.runs.values() {
+            if let Some(&i) = index.get(&run.job_id) {
+                match run.state {
+                    RunState::Running => out[i].running += 1,
+                    RunState::Pending => out[i].pending += 1,
+                    _ => {}
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn next_due(&self) -> StoreResult<Option<Timestamp>> {
+        let inner = self.lock()?;
+        let fires = inner
+            .jobs
+            .values()
+            .filter(|j| j.enabled)
+            .filter_map(|j| j.next_fire);
+        let pending = inner
+            .runs
+            .values()
+            .filter(|r| r.state == RunState::Pending)
+            .filter(|r| inner.jobs.get(&r.job_id).is_some_and(|j| j.enabled))
+            .filter_map(|r| inner.pending_due(r));
+        Ok(fires.chain(pending).min())
+    }
+
     async fn run_claim_due(&self, p: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {
         let lease_until = add(p.now, p.lease, "run lease")?;
         let mut inner = self.lock()?;
@@ -283,10 +351,12 @@ impl Store for MemoryStore {
             }
         }
         for (id, run) in &inner.runs {
-            let at = run.next_attempt_at.unwrap_or(run.created_at);
-            if run.state != RunState::Pending || at > p.now {
+            if run.state != RunState::Pending {
                 continue;
             }
+            let Some(at) = inner.pending_due(run).filter(|at| *at <= p.now) else {
+                continue;
+            };
             if let Some(job) = inner.jobs.get(&run.job_id)
                 && job.enabled
             {
@@ -318,12 +388,18 @@ impl Store for MemoryStore {
         let mut inner = self.lock()?;
         inner.job(run.job_id)?;
         if let Some(other) = inner.run_keys.get(&(run.job_id, run.fire_time)) {
-            return Err(StoreError::conflict(format!(
-                "job {} already has run {other} for fire time {}; a fire is recorded once",
-                run.job_id, run.fire_time
-            )));
+            return Err(fire_taken(run.job_id, run.fire_time, *other));
         }
         Ok(inner.insert_run(run.clone()))
+    }
+
+    async fn run_enqueue(&self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run> {
+        let mut inner = self.lock()?;
+        inner.job(job)?;
+        if let Some(other) = inner.run_keys.get(&(job, fire)) {
+            return Err(fire_taken(job, fire, *other));
+        }
+        Ok(inner.insert_run(Run::pending(job, fire, now)))
     }
 
     async fn run_set_state_if_running(
@@ -362,19 +438,19 @@ impl Store for MemoryStore {
         node: &NodeId,
         until: Timestamp,
         now: Timestamp,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Vec<RunId>> {
         let mut inner = self.lock()?;
-        let mut n = 0;
-        for run in inner.runs.values_mut() {
+        let mut renewed = Vec::new();
+        for (id, run) in &mut inner.runs {
             if run.state == RunState::Running
                 && run.node_id.as_ref() == Some(node)
                 && run.lease_expires_at.is_some_and(|l| l > now)
             {
                 run.lease_expires_at = Some(until);
-                n += 1;
+                renewed.push(*id);
             }
         }
-        Ok(n)
+        Ok(renewed)
     }
 
     async fn run_recover_expired(

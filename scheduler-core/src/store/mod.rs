@@ -283,6 +283,18 @@ impl Default for RunFilter {
     }
 }
 
+/// An enabled job whose next fire has come, with what of it is in flight: what the loop needs
+/// for the misfire and overlap decisions before it claims ([`Store::job_due`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DueJob {
+    /// The job, with `next_fire <= now`.
+    pub job: JobDef,
+    /// Its runs in state running (on any node).
+    pub running: u32,
+    /// Its runs in state pending: retries waiting for their time and queued fires.
+    pub pending: u32,
+}
+
 /// The level of a run log line (the plugin API's levels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
@@ -414,6 +426,22 @@ pub trait Store: Send + Sync {
         new: Option<Timestamp>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
+    /// Up to `limit` enabled jobs whose next fire is at or before `now`, in claim order
+    /// (priority, then next fire, then id), each with its running and pending run counts. One
+    /// indexed query in SQL: the loop's cost per pass depends on what is due, not on how many
+    /// jobs exist.
+    fn job_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<DueJob>>> + Send;
+
+    /// The earliest instant at which [`Store::run_claim_due`] would claim something: the
+    /// earliest next fire of an enabled job, the earliest `next_attempt_at` of a pending retry
+    /// of an enabled job, or the creation time of a queued run whose job has nothing running
+    /// (claimable at once). `None` when nothing is scheduled. The loop sleeps until then.
+    fn next_due(&self) -> impl Future<Output = StoreResult<Option<Timestamp>>> + Send;
+
     // ---- claiming ------------------------------------------------------------------------
 
     /// In one atomic step, claims up to `limit` due runs for `node`, ordered by job priority
@@ -426,7 +454,8 @@ pub trait Store: Send + Sync {
     ///   DST-gap skip passed on the way is recorded as a skipped run. If the key is already
     ///   taken (a skipped or triggered run), the fire is not run again, but next fire still
     ///   advances;
-    /// * pending retries of enabled jobs whose `next_attempt_at <= now`.
+    /// * pending retries of enabled jobs whose `next_attempt_at <= now`;
+    /// * queued runs ([`Store::run_enqueue`]) of enabled jobs that have no running run.
     ///
     /// Two concurrent claimers never get the same (job, fire time), and one call advances a
     /// job's next fire at most once.
@@ -439,6 +468,18 @@ pub trait Store: Send + Sync {
     /// it with its id. A taken key is a Conflict; a missing job is NotFound; a run that is not
     /// skipped with a reason is Invalid.
     fn run_insert_skipped(&self, run: &Run) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    /// Records the fire of job `job` at `fire` as **queued** behind the job's running run
+    /// (overlap policy `queue-one`): a pending run with no `next_attempt_at`, created at `now`,
+    /// which [`Store::run_claim_due`] claims only once no run of the job is running. Same key
+    /// rules as [`Store::run_insert_skipped`]: a taken (job, fire time) is a Conflict, a
+    /// missing job NotFound.
+    fn run_enqueue(
+        &self,
+        job: JobId,
+        fire: Timestamp,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<Run>> + Send;
 
     // ---- runs ----------------------------------------------------------------------------
 
@@ -459,14 +500,15 @@ pub trait Store: Send + Sync {
     fn run_list(&self, filter: &RunFilter) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
 
     /// Extends to `until` the lease of every run `node` holds that has not expired at `now`,
-    /// and returns how many. A count below the node's own tally means runs were recovered by
-    /// another node: the host should cancel them.
+    /// and returns their ids. A run the node is executing but that is not in the list was
+    /// recovered by another node (its lease expired): the host must stop it, since its end
+    /// can no longer be recorded.
     fn lease_renew(
         &self,
         node: &NodeId,
         until: Timestamp,
         now: Timestamp,
-    ) -> impl Future<Output = StoreResult<u64>> + Send;
+    ) -> impl Future<Output = StoreResult<Vec<RunId>>> + Send;
 
     /// Fails, through [`crate::run::transition`] and the job's retry policy, every running
     /// run whose lease expired at `now` ([`crate::run::LEASE_EXPIRED`]) and, when `node` is
