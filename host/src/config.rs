@@ -67,7 +67,8 @@ pub struct Config {
     pub timezone: String,
     /// How long a shutdown waits for running runs before cancelling them.
     pub grace: Duration,
-    /// Finished runs older than this many days are purged at start (none when unset).
+    /// Keep this many days of finished runs: declares the retention job (see
+    /// [`crate::builtin`]) among [`Config::jobs`]; none when unset.
     pub retention_days: Option<u32>,
     /// Expected SHA-256 per plugin file name.
     pub pins: BTreeMap<String, String>,
@@ -293,7 +294,25 @@ impl Config {
                     ),
                 ));
             }
+            if crate::builtin::is_builtin(&job.handler_type)
+                && let Err(e) = crate::builtin::validate(&job.handler_type, &job.params_json)
+            {
+                return Err(err(&format!("{key}.handler"), e));
+            }
+            if job.name.as_str() == crate::builtin::RETENTION_JOB {
+                return Err(err(
+                    &format!("{key}.name"),
+                    format!(
+                        "\"{}\" is reserved for the retention job; set retention_days instead, \
+                         or choose another name",
+                        job.name
+                    ),
+                ));
+            }
             jobs.push(job);
+        }
+        if let Some(days) = raw.retention_days {
+            jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
         }
         Ok(Config {
             file: file.to_path_buf(),
@@ -394,6 +413,26 @@ impl JobEntry {
         job.validate().map_err(|e| ("", e.to_string()))?;
         Ok(job)
     }
+}
+
+/// The retention job for `retention_days = days`: [`crate::builtin::RETENTION`] daily at
+/// 03:00 in the default zone, firing once late when the host was down at 03:00 (misfire
+/// `fire-once`), declared like a file job so `takt run` syncs it (and disables it when the
+/// setting is removed).
+fn retention_job(days: u32, timezone: &str) -> Result<JobDef, String> {
+    let mut job = crate::builtin::retention_job(days)?;
+    let spec = ScheduleSpec {
+        cron: Some(crate::builtin::RETENTION_CRON.to_string()),
+        tz: Some(timezone.to_string()),
+        ..ScheduleSpec::default()
+    };
+    job.schedule = Some(spec.to_schedule().map_err(|e| e.to_string())?);
+    job.misfire = "fire-once"
+        .parse::<MisfirePolicy>()
+        .map_err(|e| e.to_string())?;
+    job.application = Some(CONFIG_APPLICATION.to_string());
+    job.validate().map_err(|e| e.to_string())?;
+    Ok(job)
 }
 
 /// Whether a stored job already matches a declared one (ignoring the store's bookkeeping:
@@ -543,5 +582,45 @@ enabled = false
         assert_eq!(e.key, "jobs[0].retry_delays");
         let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ntz = \"UTC\"").unwrap_err();
         assert_eq!(e.key, "jobs[0]");
+    }
+
+    #[test]
+    fn retention_days_declares_the_retention_job() {
+        let c = parse("timezone = \"Asia/Shanghai\"\nretention_days = 14").unwrap();
+        assert_eq!(c.retention_days, Some(14));
+        let j = c
+            .jobs
+            .iter()
+            .find(|j| j.name.as_str() == crate::builtin::RETENTION_JOB)
+            .expect("the retention job is declared");
+        assert_eq!(j.handler_type, crate::builtin::RETENTION);
+        assert_eq!(j.params_json, r#"{"days":14}"#);
+        let schedule = j.schedule.as_ref().unwrap();
+        assert_eq!(schedule.zone().name(), "Asia/Shanghai");
+        assert_eq!(j.misfire.to_string(), "fire-once");
+        assert_eq!(j.application.as_deref(), Some(CONFIG_APPLICATION));
+        assert!(parse("").unwrap().jobs.is_empty(), "no setting, no job");
+
+        let e = parse("retention_days = 0").unwrap_err();
+        assert_eq!(e.key, "retention_days");
+        assert!(e.message.contains("allowed is 1 to 36500"), "{e}");
+        let e = parse("[[jobs]]\nname = \"takt-retention\"\nhandler = \"x::y\"").unwrap_err();
+        assert_eq!(e.key, "jobs[0].name");
+        assert!(e.message.contains("reserved for the retention job"), "{e}");
+        let e = parse(
+            "[[jobs]]\nname = \"purge\"\nhandler = \"takt::retention\"\nparams = { keep = 3 }",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "jobs[0].handler");
+        assert!(e.message.contains("unknown field `keep`"), "{e}");
+        let e = parse("[[jobs]]\nname = \"v\"\nhandler = \"takt::vacuum\"").unwrap_err();
+        assert_eq!(e.key, "jobs[0].handler");
+        assert!(e.message.contains("not a built-in handler"), "{e}");
+        // A retention job of one's own, with its own schedule, is fine.
+        let c = parse(
+            "[[jobs]]\nname = \"purge\"\nhandler = \"takt::retention\"\nparams = { days = 90 }\ncron = \"0 4 * * 0\"",
+        )
+        .unwrap();
+        assert_eq!(c.jobs[0].params_json, r#"{"days":90}"#);
     }
 }

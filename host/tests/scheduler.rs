@@ -810,3 +810,78 @@ async fn a_run_whose_lease_was_taken_over_is_stopped_here() {
     );
     h.handle.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retention_job_is_an_ordinary_run_that_purges_old_history() {
+    let store = MemoryStore::default();
+    // A run that finished at t0, and one still pending (never purged, however old).
+    let mut old = job("old", "testing::echo", "{}");
+    old.next_fire = Some(t0());
+    let old_id = store.job_insert(&old, t0()).await.unwrap().id.unwrap();
+    let claimed = store
+        .run_claim_due(&ClaimParams {
+            node: node(),
+            now: t0(),
+            limit: 1,
+            lease: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    let mut run = claimed[0].run.clone();
+    run.apply(
+        takt_core::run::RunEvent::Succeeded { result_json: None },
+        t0(),
+        &RetryPolicy::default(),
+    )
+    .unwrap();
+    store
+        .run_set_state_if_running(
+            run.id.unwrap(),
+            1,
+            &takt_core::store::RunFinish::from_run(&run, t0()),
+        )
+        .await
+        .unwrap();
+    store.run_enqueue(old_id, at(60), at(60)).await.unwrap();
+    store.job_set_enabled(old_id, false, t0()).await.unwrap();
+
+    let two_days = 2 * 86_400;
+    let mut h = Harness::start(store, at(two_days)).await;
+    let retention = takt_host::builtin::retention_job(1).expect("a valid retention job");
+    let rid = h.handle.add_job(retention).await.unwrap().id.unwrap();
+    h.handle.trigger(rid).await.unwrap();
+    assert_eq!(
+        h.finished().await,
+        (rid, at(two_days), 1, RunState::Succeeded)
+    );
+    assert_eq!(
+        h.runs(old_id).await,
+        vec![(at(60), RunState::Pending)],
+        "the finished run is gone, the pending one stays"
+    );
+    let record = run_at(&h.store, rid, at(two_days)).await;
+    let result: serde_json::Value =
+        serde_json::from_str(record.result_json.as_deref().unwrap()).unwrap();
+    assert_eq!(result["runs"], 1);
+    assert_eq!(result["olderThan"], at(86_400).to_string());
+    assert!(
+        log_text(&h.store, record.id.unwrap())
+            .await
+            .contains("removed 1 runs and 0 log lines"),
+        "the run's log says what it removed"
+    );
+
+    // Bad params fail the run with the reason, without a retry.
+    let mut bad = takt_host::builtin::retention_job(1).unwrap();
+    bad.name = takt_core::job::JobName::new("bad-retention").unwrap();
+    bad.params_json = r#"{"days": 0}"#.to_string();
+    let bid = h.handle.add_job(bad).await.unwrap().id.unwrap();
+    h.handle.trigger(bid).await.unwrap();
+    assert_eq!(h.finished().await, (bid, at(two_days), 1, RunState::Failed));
+    let failed = run_at(&h.store, bid, at(two_days)).await;
+    assert!(
+        failed.error.as_deref().unwrap().contains("days is 0"),
+        "{failed:?}"
+    );
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}

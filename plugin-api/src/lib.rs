@@ -58,9 +58,17 @@ macro_rules! export_plugin {
         #[unsafe(no_mangle)]
         #[allow(non_upper_case_globals)]
         pub static _1as_0lib_1header_0root_bmodule_bloader: $crate::__abi_stable::library::LibHeader = {
+            static __TAKT_SLOT: $crate::sdk::__Slot = $crate::sdk::__Slot::new();
+            $crate::__plugin_entries!(__TAKT_SLOT, __takt_handlers, __takt_run);
             extern "C" fn __takt_root_module() -> $crate::__abi_stable::library::RootModuleResult {
                 fn build() -> $crate::abi::PluginRef {
-                    $crate::sdk::__export(env!("CARGO_PKG_VERSION"), $build)
+                    $crate::sdk::__export(
+                        &__TAKT_SLOT,
+                        env!("CARGO_PKG_VERSION"),
+                        $build,
+                        __takt_handlers,
+                        __takt_run,
+                    )
                 }
                 $crate::__abi_stable::library::__call_root_module_loader(build)
             }
@@ -72,6 +80,61 @@ macro_rules! export_plugin {
                 )
             }
         };
+    };
+}
+
+/// A plugin compiled into the host itself (no `cdylib`, no file): evaluates to
+/// `Result<PluginRef, String>` for the plugin `$build` builds (any `FnOnce() -> Plugin`,
+/// so a closure may capture what the handlers need, e.g. a connection pool).
+///
+/// The host registers the module like a loaded file (`PluginSet::add_static` in takt-host), and
+/// calls go through exactly the same ABI entries, guards and context as a `cdylib`'s — one
+/// call path to test, and a static plugin can later move into its own file unchanged.
+///
+/// Each use of the macro is one plugin with its own registration: evaluating the same use
+/// again returns the same module (the build runs once per process), so build static plugins
+/// once at start-up. An invalid plugin (bad name, duplicate handler) is an `Err` with the
+/// reason.
+///
+/// ```ignore
+/// let module = takt_plugin_api::static_plugin!(|| {
+///     Plugin::new("mes").handler("post_counts", "posts shift counts", post_counts)
+/// })?;
+/// ```
+#[macro_export]
+macro_rules! static_plugin {
+    ($build:expr) => {{
+        static __TAKT_SLOT: $crate::sdk::__Slot = $crate::sdk::__Slot::new();
+        $crate::__plugin_entries!(__TAKT_SLOT, __takt_handlers, __takt_run);
+        $crate::sdk::__static(
+            &__TAKT_SLOT,
+            env!("CARGO_PKG_VERSION"),
+            $build,
+            __takt_handlers,
+            __takt_run,
+        )
+    }};
+}
+
+/// The two `extern "C"` entries of a root module, bound to one registration slot.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __plugin_entries {
+    ($slot:ident, $handlers:ident, $run:ident) => {
+        extern "C" fn $handlers()
+        -> $crate::__abi_stable::std_types::RVec<$crate::abi::HandlerInfoRef> {
+            $crate::sdk::__handlers(&$slot)
+        }
+        extern "C" fn $run(
+            handler: $crate::__abi_stable::std_types::RStr<'_>,
+            params_json: $crate::__abi_stable::std_types::RStr<'_>,
+            ctx: $crate::abi::HostCtxRef,
+        ) -> $crate::__abi_stable::std_types::RResult<
+            $crate::__abi_stable::std_types::RString,
+            $crate::abi::PluginError,
+        > {
+            $crate::sdk::__run(&$slot, handler, params_json, ctx)
+        }
     };
 }
 

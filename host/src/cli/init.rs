@@ -123,7 +123,9 @@ timezone = "UTC"
 # cancelled, reason shutdown).
 grace = "10s"
 
-# Remove finished runs (and their logs) older than this many days, at start.
+# Keep this many days of finished runs: declares the job "takt-retention" (handler
+# takt::retention, daily at 03:00 in the timezone above, run late once if the host was down
+# then), which removes older finished runs and their logs. Its runs show in `takt runs`.
 # retention_days = 30
 
 [plugins]

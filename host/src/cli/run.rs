@@ -119,17 +119,6 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         handle.shutdown(Duration::ZERO).await;
         return Err(e);
     }
-    if let Some(days) = config.retention_days {
-        let cutoff = Timestamp::now()
-            .checked_sub(jiff::SignedDuration::from_hours(i64::from(days) * 24))
-            .unwrap_or(Timestamp::MIN);
-        let purged = store.retention_purge(cutoff).await?;
-        println!(
-            "retention: removed {} runs and {} log lines finished more than {days} days ago",
-            purged.runs, purged.log_lines
-        );
-    }
-
     let mut names: HashMap<JobId, String> = store
         .job_list()
         .await?
@@ -258,7 +247,9 @@ async fn sync_jobs(
                 updated += 1;
             }
         }
-        if let Err(e) = plugins.resolve(&job.handler_type) {
+        if crate::builtin::is_builtin(&job.handler_type) {
+            // Checked when the config was read.
+        } else if let Err(e) = plugins.resolve(&job.handler_type) {
             println!(
                 "warning: job {}: handler \"{}\" does not resolve ({e}); its runs will be \
                  recorded as failed until a plugin provides it",

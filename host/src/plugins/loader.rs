@@ -169,6 +169,9 @@ pub enum ResolveError {
     },
 }
 
+/// What [`LoadedPlugin::file`] says for a plugin compiled into the host.
+pub const STATIC_ORIGIN: &str = "<static>";
+
 /// The plugins of one directory, and the files that were refused.
 #[derive(Debug, Default)]
 pub struct PluginSet {
@@ -209,6 +212,15 @@ impl PluginSet {
         set
     }
 
+    /// An empty set (plugins added with [`add_file`](Self::add_file) or
+    /// [`add_static`](Self::add_static)) resolving `aliases` first.
+    pub fn with_aliases(aliases: BTreeMap<String, String>) -> PluginSet {
+        PluginSet {
+            aliases,
+            ..PluginSet::default()
+        }
+    }
+
     /// Loads one file into the set (refusing it if a plugin of the same name is present).
     pub fn add_file(&mut self, file: &Path, options: &LoadOptions) {
         match load_file(file, options) {
@@ -231,6 +243,28 @@ impl PluginSet {
             }
             Err(r) => self.refusals.push(r),
         }
+    }
+
+    /// Adds a plugin compiled into the host ([`takt_plugin_api::static_plugin!`]). It passes
+    /// the same checks as a file (names, api version) and resolves the same way; its `file`
+    /// reads `<static>` and it has no hash. A name already taken, by a file or another static
+    /// plugin, is refused, as two files of one name are.
+    pub fn add_static(&mut self, module: PluginRef) -> Result<(), Refusal> {
+        let origin = Path::new(STATIC_ORIGIN);
+        let plugin = describe(module, origin, PathBuf::new(), String::new())?;
+        if let Some(other) = self.plugins.iter().find(|p| p.name == plugin.name) {
+            return Err(refuse(
+                origin,
+                format!(
+                    "static plugin \"{}\" has the name of the plugin loaded from {}",
+                    plugin.name,
+                    other.file.display()
+                ),
+                "rename one of the two plugins",
+            ));
+        }
+        self.plugins.push(Arc::new(plugin));
+        Ok(())
     }
 
     /// The loaded plugins, in load order.
@@ -447,6 +481,17 @@ pub fn load_file(file: &Path, options: &LoadOptions) -> Result<LoadedPlugin, Ref
     }
     let shadow = shadow_copy(&bytes, &sha256, file, &options.shadow_dir)?;
     let module = open_module(file, &shadow)?;
+    describe(module, file, shadow, sha256)
+}
+
+/// The checks every module passes once it is in memory (loaded from a file or compiled in):
+/// api major version, unwinding panics, valid and distinct names; and its metadata.
+fn describe(
+    module: PluginRef,
+    file: &Path,
+    shadow: PathBuf,
+    sha256: String,
+) -> Result<LoadedPlugin, Refusal> {
     let name = module.name().as_str().to_string();
     let api_version = module.api_version().as_str().to_string();
     check_api_version(file, &api_version)?;

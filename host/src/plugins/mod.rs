@@ -13,5 +13,5 @@ mod loader;
 pub use handler_type::{HandlerTypeName, parse_handler_type};
 pub use loader::{
     HandlerMeta, LoadOptions, LoadedPlugin, PluginSet, Refusal, ResolveError, ResolvedHandler,
-    is_library, load_file,
+    STATIC_ORIGIN, is_library, load_file,
 };

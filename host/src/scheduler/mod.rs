@@ -31,7 +31,8 @@
 //!
 //! # One run
 //!
-//! The job's HandlerType is resolved in the [`PluginSet`]; an unresolvable one fails the run
+//! A `takt::` HandlerType runs in the host itself ([`crate::builtin`]: housekeeping on the
+//! store, such as retention). Any other is resolved in the [`PluginSet`]; an unresolvable one fails the run
 //! with the resolve error, not retried. Otherwise the executor runs it with the job's timeout
 //! (else the handler's default); log lines and progress go to the store in batches of at most
 //! 100 lines, flushed as they arrive and at the end, before the outcome is recorded; the
@@ -865,35 +866,54 @@ async fn execute<S: Store + Clone + 'static>(
     cancel: CancelToken,
 ) -> Option<RunState> {
     let ClaimedRun { mut run, job } = claimed;
-    let (event, elapsed) = match shared.plugins.resolve(&job.handler_type) {
-        Err(e) => (
-            RunEvent::Failed {
-                error: e.to_string(),
-                retryable: false,
+    let (event, elapsed) = if crate::builtin::is_builtin(&job.handler_type) {
+        let begun = std::time::Instant::now();
+        let result = crate::builtin::run(
+            &shared.store,
+            &job.handler_type,
+            &job.params_json,
+            id,
+            shared.clock.now(),
+        )
+        .await;
+        let event = match result {
+            Ok(json) => RunEvent::Succeeded {
+                result_json: Some(json),
             },
-            None,
-        ),
-        Ok(resolved) => {
-            let req = RunRequest {
-                plugin: resolved.plugin.module(),
-                handler: resolved.handler.name.clone(),
-                handler_type: job.handler_type.clone(),
-                params_json: job.params_json.clone(),
-                job_id: job.id.map_or_else(String::new, |j| j.to_string()),
-                job_name: job.name.to_string(),
-                run_id: id.to_string(),
-                attempt: run.attempt,
-                fire_time: run.fire_time,
-                timeout: job.timeout.or(resolved.handler.default_timeout),
-            };
-            let logs = LogForwarder::start(shared.store.clone(), id, shared.clock.clone());
-            let report = shared
-                .executor
-                .run_with_cancel(req, logs.sink(), cancel)
-                .await;
-            logs.finish().await;
-            let elapsed = report.started.map(|_| report.elapsed);
-            (event_of(&report.outcome), elapsed)
+            Err((error, retryable)) => RunEvent::Failed { error, retryable },
+        };
+        (event, Some(begun.elapsed()))
+    } else {
+        match shared.plugins.resolve(&job.handler_type) {
+            Err(e) => (
+                RunEvent::Failed {
+                    error: e.to_string(),
+                    retryable: false,
+                },
+                None,
+            ),
+            Ok(resolved) => {
+                let req = RunRequest {
+                    plugin: resolved.plugin.module(),
+                    handler: resolved.handler.name.clone(),
+                    handler_type: job.handler_type.clone(),
+                    params_json: job.params_json.clone(),
+                    job_id: job.id.map_or_else(String::new, |j| j.to_string()),
+                    job_name: job.name.to_string(),
+                    run_id: id.to_string(),
+                    attempt: run.attempt,
+                    fire_time: run.fire_time,
+                    timeout: job.timeout.or(resolved.handler.default_timeout),
+                };
+                let logs = LogForwarder::start(shared.store.clone(), id, shared.clock.clone());
+                let report = shared
+                    .executor
+                    .run_with_cancel(req, logs.sink(), cancel)
+                    .await;
+                logs.finish().await;
+                let elapsed = report.started.map(|_| report.elapsed);
+                (event_of(&report.outcome), elapsed)
+            }
         }
     };
     // Out of the in-flight map *before* the end is recorded: a lease renewal that still sees

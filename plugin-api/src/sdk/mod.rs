@@ -320,7 +320,20 @@ fn decode<P: DeserializeOwned>(params: &str) -> Result<P, JobError> {
         }
         return decode_text("{}");
     }
-    decode_text(params)
+    match decode_text(params) {
+        // `{}` is what a job without params stores (job params are a JSON object), so a
+        // handler that takes none (`()`, an `Option`) must accept it as "nothing".
+        Err(e) if is_empty_object(params) => {
+            use serde::de::value::UnitDeserializer;
+            P::deserialize(UnitDeserializer::<Mismatch>::new()).map_err(|_| e)
+        }
+        decoded => decoded,
+    }
+}
+
+fn is_empty_object(text: &str) -> bool {
+    let t = text.trim();
+    t.len() >= 2 && t.starts_with('{') && t.ends_with('}') && t[1..t.len() - 1].trim().is_empty()
 }
 
 /// A deserialisation error that carries nothing (and so allocates nothing): used for trial
@@ -367,45 +380,121 @@ struct Registered {
     infos: Vec<HandlerInfoRef>,
 }
 
-static REGISTERED: OnceLock<Registered> = OnceLock::new();
-
-/// Builds the root module; called by [`crate::export_plugin!`] from the library's constructor.
+/// Where one plugin's registration lives. [`crate::export_plugin!`] and
+/// [`crate::static_plugin!`] each make one per use, next to the two `extern "C"` entries that
+/// read it: several static plugins in one host binary therefore never share state, and each
+/// module's `run` dispatches to its own handlers.
 #[doc(hidden)]
-pub fn __export(version: &'static str, build: fn() -> Plugin) -> PluginRef {
-    guard::install_panic_hook();
-    let registered = REGISTERED.get_or_init(|| {
-        let plugin = build();
-        let problems = plugin.problems();
-        // The constructor runs inside abi_stable's catch_unwind: the host reports this as a
-        // failed constructor, and the message is printed by the plugin's panic hook.
-        assert!(problems.is_empty(), "{}", problems.join("; "));
-        let infos = plugin
-            .handlers
-            .iter()
-            .map(|h| {
-                HandlerInfo {
-                    name: leak(&h.name),
-                    description: leak(&h.description),
-                    params_schema: h.schema.as_deref().map(leak).into(),
-                    default_timeout_ms: h
-                        .timeout
-                        .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
-                        .into(),
-                }
-                .leak_into_prefix()
-            })
-            .collect();
-        Registered { plugin, infos }
-    });
-    PluginMod {
-        name: leak(&registered.plugin.name),
-        version: RStr::from_str(version),
-        api_version: RStr::from_str(API_VERSION),
-        panic_unwind: cfg!(panic = "unwind"),
-        handlers,
-        run,
+pub struct __Slot {
+    registered: OnceLock<Registered>,
+    module: OnceLock<PluginRef>,
+}
+
+impl __Slot {
+    /// An empty slot, for a `static`.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> __Slot {
+        __Slot {
+            registered: OnceLock::new(),
+            module: OnceLock::new(),
+        }
     }
-    .leak_into_prefix()
+}
+
+/// The `handlers` entry of a root module.
+#[doc(hidden)]
+pub type __HandlersFn = extern "C" fn() -> RVec<HandlerInfoRef>;
+/// The `run` entry of a root module.
+#[doc(hidden)]
+pub type __RunFn = extern "C" fn(RStr<'_>, RStr<'_>, HostCtxRef) -> RResult<RString, PluginError>;
+
+/// Builds the plugin once into `slot` (later calls reuse it), or says why it is invalid.
+fn register(slot: &'static __Slot, build: impl FnOnce() -> Plugin) -> Result<(), String> {
+    if slot.registered.get().is_some() {
+        return Ok(());
+    }
+    let plugin = build();
+    let problems = plugin.problems();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let infos = plugin
+        .handlers
+        .iter()
+        .map(|h| {
+            HandlerInfo {
+                name: leak(&h.name),
+                description: leak(&h.description),
+                params_schema: h.schema.as_deref().map(leak).into(),
+                default_timeout_ms: h
+                    .timeout
+                    .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
+                    .into(),
+            }
+            .leak_into_prefix()
+        })
+        .collect();
+    // Two threads racing here build twice; the first stored wins and both see it.
+    let _ = slot.registered.set(Registered { plugin, infos });
+    Ok(())
+}
+
+/// The root module of the plugin in `slot` (made once per slot).
+fn module(
+    slot: &'static __Slot,
+    version: &'static str,
+    handlers: __HandlersFn,
+    run: __RunFn,
+) -> PluginRef {
+    *slot.module.get_or_init(|| {
+        let name = slot
+            .registered
+            .get()
+            .map_or(RStr::from_str(""), |r| leak(&r.plugin.name));
+        PluginMod {
+            name,
+            version: RStr::from_str(version),
+            api_version: RStr::from_str(API_VERSION),
+            panic_unwind: cfg!(panic = "unwind"),
+            handlers,
+            run,
+        }
+        .leak_into_prefix()
+    })
+}
+
+/// Builds the root module of a `cdylib`; called by [`crate::export_plugin!`] from the
+/// library's constructor, which runs inside abi_stable's catch_unwind: an invalid plugin
+/// panics there, the host reports a failed constructor, and the plugin's panic hook prints
+/// the reason.
+#[doc(hidden)]
+pub fn __export(
+    slot: &'static __Slot,
+    version: &'static str,
+    build: fn() -> Plugin,
+    handlers: __HandlersFn,
+    run: __RunFn,
+) -> PluginRef {
+    guard::install_panic_hook();
+    if let Err(problems) = register(slot, build) {
+        panic!("{problems}");
+    }
+    module(slot, version, handlers, run)
+}
+
+/// Builds the root module of a plugin compiled into the host; called by
+/// [`crate::static_plugin!`].
+#[doc(hidden)]
+pub fn __static(
+    slot: &'static __Slot,
+    version: &'static str,
+    build: impl FnOnce() -> Plugin,
+    handlers: __HandlersFn,
+    run: __RunFn,
+) -> Result<PluginRef, String> {
+    guard::install_panic_hook();
+    register(slot, build).map_err(|p| format!("invalid static plugin: {p}"))?;
+    Ok(module(slot, version, handlers, run))
 }
 
 /// Plugin metadata lives as long as the library, which is never unloaded.
@@ -413,9 +502,11 @@ fn leak(s: &str) -> RStr<'static> {
     RStr::from_str(Box::leak(s.to_string().into_boxed_str()))
 }
 
-extern "C" fn handlers() -> RVec<HandlerInfoRef> {
+/// The body of a root module's `handlers` entry.
+#[doc(hidden)]
+pub fn __handlers(slot: &'static __Slot) -> RVec<HandlerInfoRef> {
     guard::guard(|| {
-        REGISTERED
+        slot.registered
             .get()
             .map(|r| r.infos.iter().copied().collect())
             .unwrap_or_default()
@@ -423,7 +514,10 @@ extern "C" fn handlers() -> RVec<HandlerInfoRef> {
     .unwrap_or_default()
 }
 
-extern "C" fn run(
+/// The body of a root module's `run` entry.
+#[doc(hidden)]
+pub fn __run(
+    slot: &'static __Slot,
     handler: RStr<'_>,
     params_json: RStr<'_>,
     raw: HostCtxRef,
@@ -439,7 +533,7 @@ extern "C" fn run(
             });
         }
     };
-    let outcome = guard::guard(|| dispatch(handler.as_str(), params_json.as_str(), &ctx));
+    let outcome = guard::guard(|| dispatch(slot, handler.as_str(), params_json.as_str(), &ctx));
     // Closed whether the handler returned or panicked: from here on nothing the handler left
     // behind (a thread, a task, a clone of the context) can reach the host's call state.
     ctx.close();
@@ -455,8 +549,14 @@ extern "C" fn run(
     }
 }
 
-fn dispatch(handler: &str, params: &str, ctx: &JobContext) -> Result<String, JobError> {
-    let registered = REGISTERED
+fn dispatch(
+    slot: &'static __Slot,
+    handler: &str,
+    params: &str,
+    ctx: &JobContext,
+) -> Result<String, JobError> {
+    let registered = slot
+        .registered
         .get()
         .ok_or_else(|| JobError::failed("plugin is not initialised"))?;
     let h = registered
@@ -533,6 +633,11 @@ mod tests {
         }
         assert_eq!(decode::<AllDefault>("").unwrap().n, 0);
         decode::<()>("  ").unwrap();
+        decode::<()>("{}").unwrap();
+        decode::<()>(" { } ").unwrap();
+        assert_eq!(decode::<Option<u32>>("{}").unwrap(), None);
+        let e = decode::<()>(r#"{"a": 1}"#).unwrap_err();
+        assert!(e.message().contains("expected unit"), "{e}");
         assert_eq!(decode::<Option<u32>>("").unwrap(), None);
         let e = decode::<CleanParams>("").unwrap_err();
         assert!(e.message().contains("missing field `dir`"), "{e}");
