@@ -90,9 +90,21 @@ fn ts(v: &Value) -> Timestamp {
 #[test]
 fn migrate_twice_then_up_to_date() {
     let d = TempDir::new("migrate");
-    let first = d.ok(&["db", "migrate"]);
+    let out = d.takt(&["db", "migrate"]);
+    assert!(out.status.success());
+    let first = String::from_utf8(out.stdout).expect("utf-8");
     assert!(first.contains("applied migration 0001"), "{first}");
     assert!(first.contains("applied migration 0002"), "{first}");
+    // Progress on stderr (not a terminal here: whole lines): each migration's start and end.
+    let progress = String::from_utf8(out.stderr).expect("utf-8");
+    assert!(
+        progress.contains("applying migration 0002_active_runs …"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("applied migration 0002_active_runs in "),
+        "{progress}"
+    );
     assert!(d.db().exists(), "default takt.db in the working directory");
     let second = d.ok(&["db", "migrate"]);
     assert!(second.contains("up to date (version 2)"), "{second}");

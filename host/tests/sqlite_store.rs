@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use takt_core::Timestamp;
@@ -17,7 +18,9 @@ use takt_core::store::conformance::{self, block_on};
 use takt_core::store::{
     ClaimParams, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
 };
-use takt_host::store::{SqliteOptions, SqliteStore, latest_version, migrate};
+use takt_host::store::{
+    MigrationEvent, MigrationObserver, SqliteOptions, SqliteStore, latest_version, migrate,
+};
 
 /// A directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -110,7 +113,7 @@ fn connections_on_threads_claim_each_fire_once() {
 fn migrations_applied_twice_are_a_noop() {
     let dir = TempDir::new("migrate");
     let path = dir.file("takt.db");
-    let first = migrate(&path).expect("migrate a new file");
+    let first = migrate(&path, &SqliteOptions::default()).expect("migrate a new file");
     assert_eq!(
         first
             .iter()
@@ -118,7 +121,11 @@ fn migrations_applied_twice_are_a_noop() {
             .collect::<Vec<_>>(),
         [(1, "init"), (2, "active_runs")]
     );
-    assert_eq!(migrate(&path).expect("migrate again"), [], "a no-op");
+    assert_eq!(
+        migrate(&path, &SqliteOptions::default()).expect("migrate again"),
+        [],
+        "a no-op"
+    );
     let store = open(&path);
     assert_eq!(store.schema_version().expect("version"), latest_version());
     assert_eq!(store.migrate().expect("migrate an open store"), []);
@@ -149,8 +156,31 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         )
         .expect("rows of the old version");
     }
-    let store = open(&path);
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let options =
+        SqliteOptions::default().with_migration_observer(MigrationObserver::new(move |e| {
+            seen.lock().expect("events").push(e)
+        }));
+    let store = SqliteStore::open(&path, &options).expect("open and migrate");
     assert_eq!(store.schema_version().expect("version"), latest_version());
+    let events = events.lock().expect("events").clone();
+    let m2 = takt_host::store::MIGRATIONS[1];
+    assert_eq!(
+        events.first(),
+        Some(&MigrationEvent::Started(m2)),
+        "{events:?}"
+    );
+    assert!(
+        matches!(events.last(), Some(MigrationEvent::Finished(m, _)) if *m == m2),
+        "the observer hears the start and the end of 0002 only: {events:?}"
+    );
+    assert!(
+        events[1..events.len() - 1]
+            .iter()
+            .all(|e| matches!(e, MigrationEvent::Working(m, _) if *m == m2)),
+        "{events:?}"
+    );
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");
@@ -197,7 +227,12 @@ fn a_newer_schema_is_refused_and_left_untouched() {
     ] {
         assert!(msg.contains(part), "{part:?} missing in: {msg}");
     }
-    assert_eq!(migrate(&path).unwrap_err().to_string(), msg);
+    assert_eq!(
+        migrate(&path, &SqliteOptions::default())
+            .unwrap_err()
+            .to_string(),
+        msg
+    );
     assert_eq!(std::fs::read(&path).expect("read"), before, "untouched");
 }
 
@@ -220,7 +255,12 @@ fn a_corrupt_file_is_refused_and_left_untouched() {
         "{msg}"
     );
     assert!(msg.contains("restore it from a backup"), "{msg}");
-    assert_eq!(migrate(&path).unwrap_err().kind(), StoreErrorKind::Other);
+    assert_eq!(
+        migrate(&path, &SqliteOptions::default())
+            .unwrap_err()
+            .kind(),
+        StoreErrorKind::Other
+    );
     assert_eq!(std::fs::read(&path).expect("read"), garbage, "untouched");
     let names: Vec<_> = std::fs::read_dir(&dir.0)
         .expect("list")

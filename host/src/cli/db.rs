@@ -2,12 +2,16 @@
 //! opened.
 
 use std::future::Future;
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use crate::store::{SqliteOptions, SqliteStore, latest_version, migrate};
+use crate::store::{
+    MigrationEvent, MigrationObserver, SqliteOptions, SqliteStore, latest_version, migrate,
+};
 
 /// The database file used when neither `--db` nor `TAKT_DB` is given.
 pub(super) const DEFAULT_DB: &str = "takt.db";
@@ -33,7 +37,7 @@ impl DbArg {
     /// Opens the store (creating the file and applying missing migrations, as `takt run`
     /// does); the store's own error says what is wrong with the file.
     pub(super) fn open(&self) -> Result<SqliteStore> {
-        Ok(SqliteStore::open(self.path(), &SqliteOptions::default())?)
+        Ok(SqliteStore::open(self.path(), &progress_options())?)
     }
 }
 
@@ -59,7 +63,7 @@ pub(super) fn run(cmd: DbCmd) -> Result<()> {
     match cmd {
         DbCmd::Migrate { db } => {
             let path = db.path();
-            let applied = migrate(&path)?;
+            let applied = migrate(&path, &progress_options())?;
             if applied.is_empty() {
                 println!(
                     "{}: up to date (version {})",
@@ -78,4 +82,48 @@ pub(super) fn run(cmd: DbCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Store options that show migration progress on stderr: a line when a migration starts,
+/// the elapsed time while it runs (rewritten in place on a terminal, a line every few seconds
+/// otherwise, so logs of a service stay readable), and the time it took.
+pub(super) fn progress_options() -> SqliteOptions {
+    let tty = std::io::stderr().is_terminal();
+    let next_line = AtomicU64::new(5);
+    let observer = MigrationObserver::new(move |event| match event {
+        MigrationEvent::Started(m) => {
+            next_line.store(5, Ordering::Relaxed);
+            eprintln!("applying migration {:04}_{} …", m.version, m.name);
+        }
+        MigrationEvent::Working(m, elapsed) => {
+            if tty {
+                eprint!(
+                    "\r  migration {:04}_{} running for {:.1} s",
+                    m.version,
+                    m.name,
+                    elapsed.as_secs_f64()
+                );
+            } else if elapsed.as_secs() >= next_line.load(Ordering::Relaxed) {
+                next_line.store(elapsed.as_secs() + 5, Ordering::Relaxed);
+                eprintln!(
+                    "  migration {:04}_{} still running after {} s",
+                    m.version,
+                    m.name,
+                    elapsed.as_secs()
+                );
+            }
+        }
+        MigrationEvent::Finished(m, elapsed) => {
+            if tty {
+                eprint!("\r\x1b[K");
+            }
+            eprintln!(
+                "applied migration {:04}_{} in {:.1} s",
+                m.version,
+                m.name,
+                elapsed.as_secs_f64()
+            );
+        }
+    });
+    SqliteOptions::default().with_migration_observer(observer)
 }

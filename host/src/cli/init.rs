@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::config::{Config, DEFAULT_FILE};
-use crate::store::{SqliteOptions, SqliteStore};
+use crate::store::SqliteStore;
 
 /// Options of `takt init`.
 #[derive(Debug, Args)]
@@ -45,7 +45,7 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
         "created {} (files the clean-expired-tokens job looks at)",
         tokens.display()
     );
-    let store = SqliteStore::open(&config.database, &SqliteOptions::default())?;
+    let store = SqliteStore::open(&config.database, &super::db::progress_options())?;
     println!(
         "created the database {} (schema version {})",
         config.database.display(),

@@ -18,7 +18,7 @@ use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
 use crate::plugins::{LoadOptions, PluginSet};
 use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle, SystemClock};
-use crate::store::{SqliteOptions, SqliteStore};
+use crate::store::SqliteStore;
 
 /// Options of `takt run`.
 #[derive(Debug, Args)]
@@ -56,7 +56,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
     }
-    let store = SqliteStore::open(&config.database, &SqliteOptions::default())?;
+    let store = SqliteStore::open(&config.database, &super::db::progress_options())?;
     println!(
         "takt {} on {} (node {}, capacity {}, config {})",
         env!("CARGO_PKG_VERSION"),

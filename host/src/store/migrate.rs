@@ -7,6 +7,8 @@
 //! touched: an older binary must not write rows a newer schema may interpret differently.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use takt_core::store::{StoreError, StoreResult};
@@ -52,6 +54,52 @@ pub struct AppliedMigration {
     pub name: &'static str,
 }
 
+/// What a migration is doing, for [`MigrationObserver`]s: a migration that builds an index on a
+/// table of millions of runs takes minutes, and an operator must see that the host is working
+/// rather than hung.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigrationEvent {
+    /// The migration starts (inside its transaction).
+    Started(Migration),
+    /// It is still running, this long after its start (reported at most every
+    /// [`PROGRESS_EVERY`]).
+    Working(Migration, Duration),
+    /// It is committed, after this long.
+    Finished(Migration, Duration),
+}
+
+/// How often at most a running migration reports [`MigrationEvent::Working`].
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// Receives [`MigrationEvent`]s (the CLI prints them; a service may log them). Cheap to clone.
+#[derive(Clone)]
+pub struct MigrationObserver(Arc<dyn Fn(MigrationEvent) + Send + Sync>);
+
+impl MigrationObserver {
+    /// An observer calling `f` for each event (from the migrating thread).
+    pub fn new(f: impl Fn(MigrationEvent) + Send + Sync + 'static) -> MigrationObserver {
+        MigrationObserver(Arc::new(f))
+    }
+
+    fn emit(&self, event: MigrationEvent) {
+        (self.0)(event);
+    }
+}
+
+impl std::fmt::Debug for MigrationObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MigrationObserver")
+    }
+}
+
+impl PartialEq for MigrationObserver {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for MigrationObserver {}
+
 /// The bookkeeping table; the same statement opens `0001_init.sql`.
 const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -63,10 +111,17 @@ const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
 /// `takt db migrate` runs. Returns the migrations applied now (empty when the schema was
 /// already current). A database from a newer takt is refused with an error naming both
 /// versions.
-pub fn migrate(path: impl AsRef<Path>) -> StoreResult<Vec<AppliedMigration>> {
+pub fn migrate(
+    path: impl AsRef<Path>,
+    options: &SqliteOptions,
+) -> StoreResult<Vec<AppliedMigration>> {
     let path = path.as_ref();
-    let mut conn = connect(path, &SqliteOptions::default())?;
-    apply(&mut conn, &path.display().to_string())
+    let mut conn = connect(path, options)?;
+    apply(
+        &mut conn,
+        &path.display().to_string(),
+        options.on_migration.as_ref(),
+    )
 }
 
 /// The highest version recorded in `schema_migrations` (0 for a new database).
@@ -97,7 +152,48 @@ pub(crate) fn current_version(conn: &Connection, path: &str) -> StoreResult<u32>
 }
 
 /// Applies the missing migrations on `conn` (the database at `path`, for messages).
-pub(crate) fn apply(conn: &mut Connection, path: &str) -> StoreResult<Vec<AppliedMigration>> {
+pub(crate) fn apply(
+    conn: &mut Connection,
+    path: &str,
+    observer: Option<&MigrationObserver>,
+) -> StoreResult<Vec<AppliedMigration>> {
+    // The migration running now, when it started and when it last reported.
+    let current: Arc<Mutex<Option<(Migration, Instant, Instant)>>> = Arc::default();
+    if let Some(o) = observer {
+        // SQLite calls this every N virtual-machine steps of the running statement: the only
+        // way to hear from inside one long CREATE INDEX.
+        let o = o.clone();
+        let current = current.clone();
+        conn.progress_handler(
+            100_000,
+            Some(move || {
+                let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some((m, begun, last)) = current.as_mut()
+                    && last.elapsed() >= PROGRESS_EVERY
+                {
+                    *last = Instant::now();
+                    o.emit(MigrationEvent::Working(*m, begun.elapsed()));
+                }
+                false // never interrupt
+            }),
+        )
+        .map_err(|e| sql_error(path, "watching the migrations' progress", e))?;
+    }
+    let result = apply_all(conn, path, observer, &current);
+    if observer.is_some() {
+        // Removing the handler can only fail on a closed connection, which the next
+        // statement reports anyway.
+        let _ = conn.progress_handler(0, None::<fn() -> bool>);
+    }
+    result
+}
+
+fn apply_all(
+    conn: &mut Connection,
+    path: &str,
+    observer: Option<&MigrationObserver>,
+    running: &Mutex<Option<(Migration, Instant, Instant)>>,
+) -> StoreResult<Vec<AppliedMigration>> {
     let latest = latest_version();
     let current = current_version(conn, path)?;
     if current > latest {
@@ -117,10 +213,15 @@ pub(crate) fn apply(conn: &mut Connection, path: &str) -> StoreResult<Vec<Applie
         if now_current >= m.version {
             continue;
         }
-        tx.execute_batch(BOOKKEEPING)
-            .map_err(|e| sql_error(path, &what, e))?;
-        tx.execute_batch(m.sql)
-            .map_err(|e| sql_error(path, &what, e))?;
+        let begun = Instant::now();
+        if let Some(o) = observer {
+            o.emit(MigrationEvent::Started(*m));
+        }
+        *running.lock().unwrap_or_else(PoisonError::into_inner) = Some((*m, begun, begun));
+        let result = tx
+            .execute_batch(BOOKKEEPING)
+            .and_then(|()| tx.execute_batch(m.sql));
+        result.map_err(|e| sql_error(path, &what, e))?;
         let recorded: Option<String> = tx
             .query_row(
                 "SELECT name FROM schema_migrations WHERE version = ?1",
@@ -138,6 +239,10 @@ pub(crate) fn apply(conn: &mut Connection, path: &str) -> StoreResult<Vec<Applie
             )));
         }
         tx.commit().map_err(|e| sql_error(path, &what, e))?;
+        *running.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        if let Some(o) = observer {
+            o.emit(MigrationEvent::Finished(*m, begun.elapsed()));
+        }
         applied.push(AppliedMigration {
             version: m.version,
             name: m.name,

@@ -9,5 +9,8 @@
 pub mod migrate;
 pub mod sqlite;
 
-pub use migrate::{AppliedMigration, MIGRATIONS, Migration, latest_version, migrate};
+pub use migrate::{
+    AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, latest_version,
+    migrate,
+};
 pub use sqlite::{SqliteOptions, SqliteStore};

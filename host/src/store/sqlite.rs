@@ -41,7 +41,7 @@ use takt_core::store::{
     RunFinish, Store, StoreError, StoreResult,
 };
 
-use super::migrate::{self, AppliedMigration};
+use super::migrate::{self, AppliedMigration, MigrationObserver};
 use crate::spec::ScheduleSpec;
 
 /// How a [`SqliteStore`] opens its file.
@@ -51,12 +51,15 @@ pub struct SqliteOptions {
     /// How long a write waits for another connection's write lock before failing as
     /// [`takt_core::store::StoreErrorKind::Transient`]. Default 5 s.
     pub busy_timeout: Duration,
+    /// Told what the migrations applied at open are doing (none by default).
+    pub on_migration: Option<MigrationObserver>,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
             busy_timeout: Duration::from_secs(5),
+            on_migration: None,
         }
     }
 }
@@ -65,6 +68,12 @@ impl SqliteOptions {
     /// The same options with another busy timeout.
     pub fn with_busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
+        self
+    }
+
+    /// The same options reporting migration progress to `observer`.
+    pub fn with_migration_observer(mut self, observer: MigrationObserver) -> Self {
+        self.on_migration = Some(observer);
         self
     }
 }
@@ -99,7 +108,7 @@ impl SqliteStore {
         let path = path.as_ref();
         let mut conn = connect(path, options)?;
         let shown: Arc<str> = path.display().to_string().into();
-        migrate::apply(&mut conn, &shown)?;
+        migrate::apply(&mut conn, &shown, options.on_migration.as_ref())?;
         Ok(SqliteStore::from_conn(conn, shown))
     }
 
@@ -109,7 +118,7 @@ impl SqliteStore {
         let mut conn = Connection::open_in_memory().map_err(|e| sql_error(&shown, "opening", e))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
-        migrate::apply(&mut conn, &shown)?;
+        migrate::apply(&mut conn, &shown, None)?;
         Ok(SqliteStore::from_conn(conn, shown))
     }
 
@@ -139,7 +148,7 @@ impl SqliteStore {
     pub fn migrate(&self) -> StoreResult<Vec<AppliedMigration>> {
         let mut db = self.lock()?;
         let Db { conn, path } = &mut *db;
-        migrate::apply(conn, path)
+        migrate::apply(conn, path, None)
     }
 
     fn lock(&self) -> StoreResult<MutexGuard<'_, Db>> {
