@@ -815,7 +815,7 @@ fn claim_in_tx(
         }
         for d in candidates {
             if d.retry {
-                claimed.push(claim_retry(conn, path, RunId(d.id), p, lease_until)?);
+                claimed.extend(claim_retry(conn, path, RunId(d.id), p, lease_until)?);
             } else {
                 handled.push(d.id);
                 let fire = Timestamp::from_millisecond(d.at)
@@ -882,8 +882,23 @@ fn claim_retry(
     id: RunId,
     p: &ClaimParams,
     lease_until: Timestamp,
-) -> StoreResult<ClaimedRun> {
+) -> StoreResult<Option<ClaimedRun>> {
     let mut run = need_run(conn, path, id)?;
+    // A queued run (no retry time) whose job started running earlier in this same claim
+    // waits: the due query saw the job idle, the claim has changed that since.
+    if run.next_attempt_at.is_none() {
+        let busy: Option<i64> = conn
+            .query_row(
+                "SELECT 1 FROM runs WHERE job_id = ?1 AND state = 'running' LIMIT 1",
+                params![run.job_id.0],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| sql_error(path, "checking a queued run's job", e))?;
+        if busy.is_some() {
+            return Ok(None);
+        }
+    }
     let job = need_job(conn, path, run.job_id)?;
     let (state, attempt) = (run.state, run.attempt);
     run.apply(
@@ -899,10 +914,10 @@ fn claim_retry(
             "run {id} changed while claiming its retry; claim again"
         )));
     }
-    Ok(ClaimedRun {
+    Ok(Some(ClaimedRun {
         run: need_run(conn, path, id)?,
         job,
-    })
+    }))
 }
 
 impl Db {

@@ -525,6 +525,38 @@ pub async fn queued_run_waits_for_the_running_one<S: Store>(store: S) {
     assert_eq!(got[0].run.fire_time, at(60), "it keeps its fire time");
     assert_eq!(got[0].run.attempt, 1);
     assert_eq!(got[0].run.state, RunState::Running);
+
+    // One claim that starts a fire of an idle job leaves that job's queued run waiting, even
+    // though the job was idle when the claim began.
+    let other = insert(&store, every_minute("queued-2")).await;
+    let oid = other.id.expect("id");
+    let first = claim_one(&store, "node-a", t0()).await;
+    assert_eq!(first.run.job_id, oid);
+    finish(
+        &store,
+        &first.run,
+        RunEvent::Succeeded { result_json: None },
+        at(1),
+    )
+    .await;
+    store
+        .run_enqueue(oid, at(90), at(150))
+        .await
+        .expect("enqueue");
+    let got = store
+        .run_claim_due(&claim("node-a", at(200), 10))
+        .await
+        .expect("claim");
+    let mine: Vec<(Timestamp, u32)> = got
+        .iter()
+        .filter(|c| c.run.job_id == oid)
+        .map(|c| (c.run.fire_time, c.run.attempt))
+        .collect();
+    assert_eq!(
+        mine,
+        [(at(60), 1)],
+        "the due fire (at 60) starts; the queued run (created at 150) waits for it"
+    );
 }
 
 /// Insert, get (by id and name), list, enable/disable, delete; missing ids are NotFound.
