@@ -202,7 +202,7 @@ async fn an_hour_of_minutes_fires_each_minute_exactly_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn five_minutes_of_seconds_fire_each_second_exactly_once() {
+async fn an_hour_of_seconds_fires_each_second_exactly_once() {
     let mut h = Harness::start(MemoryStore::default(), t0()).await;
     let j = h
         .handle
@@ -210,13 +210,135 @@ async fn five_minutes_of_seconds_fire_each_second_exactly_once() {
         .await
         .unwrap();
     let id = j.id.unwrap();
-    for k in 1..=300 {
+    for k in 1..=3600 {
         h.advance(1);
         let (job, fire, _, state) = h.finished().await;
         assert_eq!((job, fire, state), (id, at(k), RunState::Succeeded));
     }
-    let expected: Vec<_> = (1..=300).map(|k| (at(k), RunState::Succeeded)).collect();
+    let expected: Vec<_> = (1..=3600).map(|k| (at(k), RunState::Succeeded)).collect();
     assert_eq!(h.runs(id).await, expected);
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A calendar schedule (seed 004's model) in a zone with an offset, for an hour in uneven
+/// steps of the clock (some pass several fires at once; a lateness window of an hour and
+/// overlap `allow` make them late runs rather than misfires): every occurrence runs once,
+/// with its own fire time, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hour_of_a_calendar_schedule_fires_exactly_its_occurrences() {
+    use takt_core::schedule::calendar::CalendarRule;
+    let rule = CalendarRule::parse("daily every 7m between 08:03-08:59").unwrap();
+    let schedule = Schedule::new(Rule::Calendar(rule), Zone::get("Asia/Shanghai").unwrap());
+    // 08:00 in Shanghai is 00:00 UTC: the hour from t0 is the window.
+    let expected: Vec<Timestamp> = schedule
+        .iter_after(t0())
+        .take_while(|o| o.at <= at(3600))
+        .map(|o| o.at)
+        .collect();
+    assert_eq!(expected.len(), 9, "08:03, 08:10, … 08:59");
+    assert_eq!(expected[0], at(180));
+    let mut h = Harness::start(MemoryStore::default(), t0()).await;
+    let mut j = job("calendar", "testing::echo", "{}").with_schedule(schedule);
+    j.misfire = MisfirePolicy::default().with_lateness(Duration::from_secs(3600));
+    j.overlap = OverlapPolicy::Allow;
+    let id = h.handle.add_job(j).await.unwrap().id.unwrap();
+    let mut seen = Vec::new();
+    let mut elapsed = 0;
+    for step in [50u64, 130, 7, 413, 240, 1, 60, 999, 300, 600, 800] {
+        h.advance(step);
+        elapsed += step;
+        let due = expected
+            .iter()
+            .filter(|f| **f <= at(elapsed as i64))
+            .count();
+        while seen.len() < due {
+            let (job, fire, _, state) = h.finished().await;
+            assert_eq!((job, state), (id, RunState::Succeeded));
+            seen.push(fire);
+        }
+    }
+    assert!(elapsed >= 3600);
+    seen.sort();
+    assert_eq!(seen, expected, "each occurrence once, with its fire time");
+    let recorded: Vec<Timestamp> = h.runs(id).await.into_iter().map(|(f, _)| f).collect();
+    assert_eq!(recorded, expected, "nothing else recorded");
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The host was down for an hour: every-minute jobs with each misfire policy and a 30 s
+/// lateness window. At 01:00:45 the fires 00:00 … 01:00 are all more than 30 s late, and the
+/// next (01:01) is still ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hour_down_is_caught_up_per_misfire_policy() {
+    let store = MemoryStore::default();
+    let mut ids = Vec::new();
+    for (name, action) in [
+        ("skip", MisfireAction::Skip),
+        ("once", MisfireAction::FireOnceNow),
+        ("all", MisfireAction::FireAll { max: 5 }),
+    ] {
+        let mut j = job(name, "testing::echo", "{}").with_schedule(every_minute());
+        j.misfire = MisfirePolicy::new(action).with_lateness(Duration::from_secs(30));
+        j.overlap = OverlapPolicy::Allow;
+        j.next_fire = Some(t0());
+        ids.push(store.job_insert(&j, t0()).await.unwrap().id.unwrap());
+    }
+    let mut h = Harness::start(store, at(3645)).await;
+    // 1 run for fire-once, 5 for fire-all; skip runs nothing.
+    let mut ran: Vec<(JobId, Timestamp)> = Vec::new();
+    for _ in 0..6 {
+        let (job, fire, _, state) = h.finished().await;
+        assert_eq!(state, RunState::Succeeded);
+        ran.push((job, fire));
+    }
+    ran.sort();
+    let mut want = vec![(ids[1], at(3600))];
+    want.extend((56..=60).map(|k| (ids[2], at(60 * k))));
+    want.sort();
+    assert_eq!(ran, want);
+    for (id, runs) in [(ids[0], 0), (ids[1], 1), (ids[2], 5)] {
+        let all = h.runs(id).await;
+        let fires: Vec<Timestamp> = all.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            fires,
+            (0..=60).map(|k| at(60 * k)).collect::<Vec<_>>(),
+            "job {id}: every missed fire is recorded, once"
+        );
+        let skipped = all.iter().filter(|(_, s)| *s == RunState::Skipped).count();
+        assert_eq!(
+            skipped,
+            61 - runs,
+            "job {id}: the rest are recorded as skipped"
+        );
+        let job = h.store.job_get(id).await.unwrap().unwrap();
+        assert_eq!(job.next_fire, Some(at(3660)), "job {id}: back on schedule");
+    }
+    let skipped = h
+        .store
+        .run_list(&RunFilter {
+            job: Some(ids[0]),
+            state: Some(RunState::Skipped),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert!(
+        skipped
+            .iter()
+            .all(|r| r.skip_reason == Some(SkipReason::Misfire))
+    );
+    // Back on time: the next minute runs normally for all three.
+    h.advance(30);
+    let mut next = Vec::new();
+    for _ in 0..3 {
+        let (job, fire, _, _) = h.finished().await;
+        next.push((job, fire));
+    }
+    next.sort();
+    assert_eq!(
+        next,
+        ids.iter().map(|id| (*id, at(3660))).collect::<Vec<_>>()
+    );
     h.handle.shutdown(Duration::from_secs(1)).await;
 }
 
