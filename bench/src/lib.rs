@@ -1,0 +1,395 @@
+//! What the takt-bench binaries share: a tiny argument reader, a run counter that notes the
+//! instant the last expected run executed, percentile helpers and table printing.
+//!
+//! Each benchmark is a binary in `src/bin/` (`b3`, `b4`, …), run in release mode:
+//! `cargo run --release --manifest-path bench/Cargo.toml --bin b3`.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Command-line options common to the binaries: `--json`, and `--name value` pairs.
+#[derive(Debug, Default)]
+pub struct Args {
+    /// Print one JSON document instead of tables.
+    pub json: bool,
+    pairs: Vec<(String, String)>,
+}
+
+impl Args {
+    /// Reads `std::env::args`; exits with a message on an unknown shape.
+    pub fn parse() -> Args {
+        let mut args = Args::default();
+        let mut it = std::env::args().skip(1);
+        while let Some(a) = it.next() {
+            if a == "--json" {
+                args.json = true;
+            } else if let Some(name) = a.strip_prefix("--") {
+                let Some(value) = it.next() else {
+                    eprintln!("option --{name} needs a value");
+                    std::process::exit(2);
+                };
+                args.pairs.push((name.to_string(), value));
+            } else {
+                eprintln!("unexpected argument {a:?}; options are --json and --name value");
+                std::process::exit(2);
+            }
+        }
+        args
+    }
+
+    /// The numeric value of `--name`, else `default`.
+    pub fn num(&self, name: &str, default: u64) -> u64 {
+        match self.pairs.iter().rev().find(|(n, _)| n == name) {
+            None => default,
+            Some((_, v)) => v.parse().unwrap_or_else(|_| {
+                eprintln!("--{name} takes a whole number, not {v:?}");
+                std::process::exit(2);
+            }),
+        }
+    }
+}
+
+/// Counts runs executed inside job bodies and remembers when the `target`-th one ran, so the
+/// waiting side can poll cheaply without adding its poll interval to the measured time.
+#[derive(Debug, Default)]
+pub struct Counter {
+    count: AtomicUsize,
+    target: AtomicUsize,
+    done_at: Mutex<Option<Instant>>,
+}
+
+impl Counter {
+    /// Starts a new measurement expecting `target` runs.
+    pub fn reset(&self, target: usize) {
+        *self.done_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.target.store(target, Ordering::SeqCst);
+        self.count.store(0, Ordering::SeqCst);
+    }
+
+    /// One run executed; returns whether it was the `target`-th.
+    pub fn hit(&self) -> bool {
+        let n = self.count.fetch_add(1, Ordering::AcqRel) + 1;
+        let last = n == self.target.load(Ordering::Acquire);
+        if last {
+            *self.done_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        }
+        last
+    }
+
+    /// Runs counted so far.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Waits (polling every 2 ms) until the target is reached or `limit` passes; returns the
+    /// instant the target-th run executed, `None` on time-out.
+    pub async fn wait(&self, limit: Duration) -> Option<Instant> {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(at) = *self.done_at.lock().unwrap_or_else(|e| e.into_inner()) {
+                return Some(at);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// The value at quantile `q` (0.0–1.0) of `sorted` (nearest rank); `NaN` when empty.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Sorts a copy of `values` (NaN-free) ascending.
+pub fn sorted(values: &[f64]) -> Vec<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Median, min and max of `values`.
+pub fn median_min_max(values: &[f64]) -> (f64, f64, f64) {
+    let s = sorted(values);
+    (
+        quantile(&s, 0.5),
+        *s.first().unwrap_or(&f64::NAN),
+        *s.last().unwrap_or(&f64::NAN),
+    )
+}
+
+/// Prints a Markdown table (so the output can be pasted into `BENCHMARKS.md`).
+pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    println!("| {} |", header.join(" | "));
+    let align: Vec<&str> = header
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == 0 { "---" } else { "---:" })
+        .collect();
+    println!("| {} |", align.join(" | "));
+    for r in rows {
+        println!("| {} |", r.join(" | "));
+    }
+}
+
+/// A temporary SQLite file path unique to this process and `label` (removed with its WAL
+/// files by [`remove_db`]).
+pub fn temp_db(label: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("takt-bench-{}-{label}.db", std::process::id()));
+    remove_db(&p);
+    p
+}
+
+/// Removes a SQLite file and its `-wal` / `-shm` companions, ignoring missing ones.
+pub fn remove_db(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let s = sorted(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!(quantile(&s, 0.5), 3.0);
+        assert_eq!(quantile(&s, 0.99), 5.0);
+        assert_eq!(quantile(&s, 0.0), 1.0);
+        assert_eq!(median_min_max(&[2.0, 9.0, 4.0]), (4.0, 2.0, 9.0));
+    }
+
+    #[test]
+    fn the_counter_notes_the_target_run() {
+        let c = Counter::default();
+        c.reset(2);
+        assert!(!c.hit());
+        assert!(c.hit());
+        assert!(!c.hit());
+        assert_eq!(c.count(), 3);
+    }
+}
+
+/// A timing probe around a [`Store`]: counts the calls of every method and the wall time
+/// spent in the ones a scheduling pass makes, to tell where a slow burst goes (the store or
+/// the rest of the loop and executor). It adds two clock reads per call.
+pub mod probe {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use jiff::Timestamp;
+    use takt_core::job::{JobDef, JobId, JobName};
+    use takt_core::run::{NodeId, Progress, Run, RunId};
+    use takt_core::store::{
+        Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
+        Store, StoreResult,
+    };
+
+    /// Calls and time per method name.
+    #[derive(Debug, Default)]
+    struct Tally(Mutex<Vec<(&'static str, u64, Duration)>>);
+
+    impl Tally {
+        fn add(&self, name: &'static str, took: Duration) {
+            let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match v.iter_mut().find(|(n, _, _)| *n == name) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += took;
+                }
+                None => v.push((name, 1, took)),
+            }
+        }
+    }
+
+    /// `S` with every call counted and timed; clones share the tally.
+    #[derive(Clone, Debug)]
+    pub struct Probe<S> {
+        inner: S,
+        tally: std::sync::Arc<Tally>,
+    }
+
+    impl<S> Probe<S> {
+        /// Wraps `inner`.
+        pub fn new(inner: S) -> Probe<S> {
+            Probe {
+                inner,
+                tally: std::sync::Arc::default(),
+            }
+        }
+
+        /// (method, calls, total time) for every method called, most time first.
+        pub fn report(&self) -> Vec<(&'static str, u64, Duration)> {
+            let mut v = self
+                .tally
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            v.sort_by_key(|e| std::cmp::Reverse(e.2));
+            v
+        }
+
+        /// Forgets the calls so far (e.g. the inserts before the measured part).
+        pub fn clear(&self) {
+            self.tally
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+        }
+    }
+
+    macro_rules! timed {
+        ($self:ident, $name:literal, $call:expr) => {{
+            let t = Instant::now();
+            let r = $call.await;
+            $self.tally.add($name, t.elapsed());
+            r
+        }};
+    }
+
+    impl<S: Store> Store for Probe<S> {
+        fn capabilities(&self) -> Capabilities {
+            self.inner.capabilities()
+        }
+        async fn job_insert(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
+            timed!(self, "job_insert", self.inner.job_insert(job, now))
+        }
+        async fn job_update(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
+            timed!(self, "job_update", self.inner.job_update(job, now))
+        }
+        async fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>> {
+            timed!(self, "job_get", self.inner.job_get(id))
+        }
+        async fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>> {
+            timed!(self, "job_get_by_name", self.inner.job_get_by_name(name))
+        }
+        async fn job_list(&self) -> StoreResult<Vec<JobDef>> {
+            timed!(self, "job_list", self.inner.job_list())
+        }
+        async fn job_delete(&self, id: JobId) -> StoreResult<()> {
+            timed!(self, "job_delete", self.inner.job_delete(id))
+        }
+        async fn job_set_enabled(
+            &self,
+            id: JobId,
+            enabled: bool,
+            now: Timestamp,
+        ) -> StoreResult<JobDef> {
+            timed!(
+                self,
+                "job_set_enabled",
+                self.inner.job_set_enabled(id, enabled, now)
+            )
+        }
+        async fn job_set_next_fire(
+            &self,
+            id: JobId,
+            expected: Option<Timestamp>,
+            new: Option<Timestamp>,
+        ) -> StoreResult<()> {
+            timed!(
+                self,
+                "job_set_next_fire",
+                self.inner.job_set_next_fire(id, expected, new)
+            )
+        }
+        async fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
+            timed!(self, "job_due", self.inner.job_due(now, limit))
+        }
+        async fn next_due(&self) -> StoreResult<Option<Timestamp>> {
+            timed!(self, "next_due", self.inner.next_due())
+        }
+        async fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {
+            timed!(self, "run_claim_due", self.inner.run_claim_due(params))
+        }
+        async fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run> {
+            timed!(
+                self,
+                "run_insert_skipped",
+                self.inner.run_insert_skipped(run)
+            )
+        }
+        async fn run_enqueue(
+            &self,
+            job: JobId,
+            fire: Timestamp,
+            now: Timestamp,
+        ) -> StoreResult<Run> {
+            timed!(self, "run_enqueue", self.inner.run_enqueue(job, fire, now))
+        }
+        async fn run_set_state_if_running(
+            &self,
+            id: RunId,
+            expected_attempt: u32,
+            finish: &RunFinish,
+        ) -> StoreResult<Run> {
+            timed!(
+                self,
+                "run_set_state_if_running",
+                self.inner
+                    .run_set_state_if_running(id, expected_attempt, finish)
+            )
+        }
+        async fn run_get(&self, id: RunId) -> StoreResult<Option<Run>> {
+            timed!(self, "run_get", self.inner.run_get(id))
+        }
+        async fn run_list(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
+            timed!(self, "run_list", self.inner.run_list(filter))
+        }
+        async fn lease_renew(
+            &self,
+            node: &NodeId,
+            until: Timestamp,
+            now: Timestamp,
+        ) -> StoreResult<Vec<RunId>> {
+            timed!(
+                self,
+                "lease_renew",
+                self.inner.lease_renew(node, until, now)
+            )
+        }
+        async fn run_recover_expired(
+            &self,
+            now: Timestamp,
+            node: Option<&NodeId>,
+        ) -> StoreResult<Vec<Run>> {
+            timed!(
+                self,
+                "run_recover_expired",
+                self.inner.run_recover_expired(now, node)
+            )
+        }
+        async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {
+            timed!(self, "run_progress", self.inner.run_progress(id, progress))
+        }
+        async fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()> {
+            timed!(self, "log_append", self.inner.log_append(run, lines))
+        }
+        async fn log_list(
+            &self,
+            run: RunId,
+            after: Option<u64>,
+            limit: usize,
+        ) -> StoreResult<Vec<(u64, LogLine)>> {
+            timed!(self, "log_list", self.inner.log_list(run, after, limit))
+        }
+        async fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts> {
+            timed!(
+                self,
+                "retention_purge",
+                self.inner.retention_purge(older_than)
+            )
+        }
+    }
+}
