@@ -107,7 +107,7 @@ impl ExeOptions {
             let entries: Vec<PathBuf> = std::env::split_paths(&v)
                 .filter(|p| !p.as_os_str().is_empty())
                 .collect();
-            options.allowlist = Allowlist::only(entries, format!("{ALLOWLIST_ENV}"));
+            options.allowlist = Allowlist::only(entries, format!("{ALLOWLIST_ENV} in the environment"));
         }
         options
     }
