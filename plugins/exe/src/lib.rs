@@ -55,6 +55,7 @@
 
 mod output;
 mod params;
+mod pump;
 mod resolve;
 mod run;
 mod sys;
@@ -107,7 +108,8 @@ impl ExeOptions {
             let entries: Vec<PathBuf> = std::env::split_paths(&v)
                 .filter(|p| !p.as_os_str().is_empty())
                 .collect();
-            options.allowlist = Allowlist::only(entries, format!("{ALLOWLIST_ENV} in the environment"));
+            options.allowlist =
+                Allowlist::only(entries, format!("{ALLOWLIST_ENV} in the environment"));
         }
         options
     }

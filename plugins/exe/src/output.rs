@@ -1,5 +1,6 @@
-//! One reader thread per output pipe: lines into the run log as they arrive, the last bytes
-//! into a fixed-size ring for the result.
+//! What happens to a program's output: lines into the run log as they arrive, the last bytes
+//! into a fixed-size ring for the result. Who reads the pipes is the platform's business
+//! (`crate::pump`): one poll loop on Unix, a thread per pipe on Windows.
 //!
 //! Memory per stream is fixed whatever the program prints: the read buffer (64 KiB), one line
 //! of at most [`MAX_LINE_BYTES`](crate::params::MAX_LINE_BYTES) (the rest of a longer line is
@@ -121,18 +122,108 @@ pub struct StreamReport {
     pub long_lines_cut: u64,
 }
 
-/// The reader's state, shared with the handler so that a tail can be read even when a
-/// process outside the group keeps the pipe open and the reader never sees end-of-file.
+/// One stream's consumer: splits what arrives into run-log lines and keeps the tail.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Sink {
+    stream: Stream,
     ring: Ring,
     lines: u64,
     logged: u64,
     not_logged: u64,
     cut: u64,
+    log_lines: u64,
+    /// The line being assembled (at most `MAX_LINE_BYTES`).
+    line: Vec<u8>,
+    /// Bytes of the current line beyond `MAX_LINE_BYTES`, counted, not kept.
+    line_cut: u64,
+    ended: bool,
 }
 
-impl Shared {
+impl Sink {
+    pub(crate) fn new(stream: Stream, output_limit: usize, log_lines: u64) -> Sink {
+        Sink {
+            stream,
+            ring: Ring::new(output_limit),
+            lines: 0,
+            logged: 0,
+            not_logged: 0,
+            cut: 0,
+            log_lines,
+            line: Vec::new(),
+            line_cut: 0,
+            ended: false,
+        }
+    }
+
+    /// Takes a chunk as read from the pipe: complete lines go to the run log.
+    pub(crate) fn feed(&mut self, ctx: &JobContext, chunk: &[u8]) {
+        self.ring.write(chunk);
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let (piece, newline) = match rest.iter().position(|b| *b == b'\n') {
+                Some(i) => (&rest[..i], true),
+                None => (rest, false),
+            };
+            let room = MAX_LINE_BYTES.saturating_sub(self.line.len());
+            let keep = piece.len().min(room);
+            self.line.extend_from_slice(&piece[..keep]);
+            self.line_cut += (piece.len() - keep) as u64;
+            rest = &rest[piece.len() + usize::from(newline)..];
+            if newline {
+                self.emit(ctx);
+            }
+        }
+    }
+
+    fn emit(&mut self, ctx: &JobContext) {
+        if self.line.last() == Some(&b'\r') {
+            self.line.pop();
+        }
+        self.lines += 1;
+        if self.line_cut > 0 {
+            self.cut += 1;
+        }
+        if self.logged < self.log_lines {
+            self.logged += 1;
+            let mut text = String::from_utf8_lossy(&self.line).into_owned();
+            if self.line_cut > 0 {
+                text.push_str(&format!(
+                    " … ({} more bytes of this line cut)",
+                    self.line_cut
+                ));
+            }
+            ctx.log(self.stream.level(), &text);
+        } else {
+            self.not_logged += 1;
+        }
+        self.line.clear();
+        self.line_cut = 0;
+    }
+
+    /// End-of-file: the last line without a newline, and the count of lines not logged.
+    pub(crate) fn end(&mut self, ctx: &JobContext) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        if !self.line.is_empty() || self.line_cut > 0 {
+            self.emit(ctx);
+        }
+        if self.not_logged > 0 {
+            ctx.log(
+                LogLevel::INFO,
+                &format!(
+                    "{}: {} more lines not logged (logLines = {}); the last {} bytes are in \
+                     the result",
+                    self.stream.name(),
+                    self.not_logged,
+                    self.log_lines,
+                    self.ring.capacity()
+                ),
+            );
+        }
+    }
+
     pub(crate) fn report(&self) -> StreamReport {
         let mut bytes = self.ring.bytes();
         if self.ring.dropped_any() {
@@ -155,136 +246,72 @@ impl Shared {
     }
 }
 
-/// A running reader: its state and a flag raised when it reached end-of-file.
+/// A reader thread (Windows, where pipes cannot be polled together with the process): its
+/// sink, shared so that the tail can be read even when a process outside the job keeps the
+/// pipe open, and a flag raised at end-of-file.
+#[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) struct Reader {
-    pub(crate) shared: Arc<Mutex<Shared>>,
+    pub(crate) sink: Arc<Mutex<Sink>>,
     pub(crate) done: std::sync::mpsc::Receiver<()>,
 }
 
+#[cfg_attr(not(windows), allow(dead_code))]
 impl Reader {
-    /// Waits up to `wait` for end-of-file, then reports what was read.
-    pub(crate) fn finish(&self, wait: std::time::Duration) -> (StreamReport, bool) {
-        let eof = !matches!(
-            self.done.recv_timeout(wait),
+    /// Whether end-of-file was reached, waiting until `until` at most.
+    pub(crate) fn wait_eof(&self, until: std::time::Instant) -> bool {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        !matches!(
+            self.done.recv_timeout(left),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-        );
-        let report = self
-            .shared
+        )
+    }
+
+    pub(crate) fn report(&self) -> StreamReport {
+        self.sink
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .report();
-        (report, eof)
+            .report()
     }
 }
 
-/// Starts the reader thread of `pipe`.
+/// Starts a reader thread on `pipe`.
+#[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) fn spawn(
-    pipe: impl Read + Send + 'static,
-    stream: Stream,
+    mut pipe: impl Read + Send + 'static,
+    sink: Sink,
     ctx: JobContext,
-    output_limit: usize,
-    log_lines: u64,
 ) -> std::io::Result<Reader> {
-    let shared = Arc::new(Mutex::new(Shared {
-        ring: Ring::new(output_limit),
-        lines: 0,
-        logged: 0,
-        not_logged: 0,
-        cut: 0,
-    }));
+    let sink = Arc::new(Mutex::new(sink));
     let (tx, done) = std::sync::mpsc::channel();
-    let state = shared.clone();
-    std::thread::Builder::new()
-        .name(format!("takt-exe-{}", stream.name()))
-        .spawn(move || {
-            read(pipe, stream, &ctx, &state, log_lines);
-            let _ = tx.send(());
-        })?;
-    Ok(Reader { shared, done })
-}
-
-fn read(
-    mut pipe: impl Read,
-    stream: Stream,
-    ctx: &JobContext,
-    state: &Mutex<Shared>,
-    log_lines: u64,
-) {
-    let mut buf = vec![0u8; 64 << 10];
-    let mut line: Vec<u8> = Vec::new();
-    let mut line_cut = 0u64;
-    let emit = |line: &mut Vec<u8>, cut: &mut u64| {
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        let forward = {
-            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
-            s.lines += 1;
-            if *cut > 0 {
-                s.cut += 1;
-            }
-            if s.logged < log_lines {
-                s.logged += 1;
-                true
-            } else {
-                s.not_logged += 1;
-                false
-            }
-        };
-        if forward {
-            let mut text = String::from_utf8_lossy(line).into_owned();
-            if *cut > 0 {
-                text.push_str(&format!(" … ({cut} more bytes of this line cut)"));
-            }
-            ctx.log(stream.level(), &text);
-        }
-        line.clear();
-        *cut = 0;
-    };
-    loop {
-        let n = match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        let chunk = &buf[..n];
-        state
+    let shared = sink.clone();
+    let name = format!(
+        "takt-exe-{}",
+        shared
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .ring
-            .write(chunk);
-        let mut rest = chunk;
-        while !rest.is_empty() {
-            let (piece, newline) = match rest.iter().position(|b| *b == b'\n') {
-                Some(i) => (&rest[..i], true),
-                None => (rest, false),
-            };
-            let room = MAX_LINE_BYTES.saturating_sub(line.len());
-            let keep = piece.len().min(room);
-            line.extend_from_slice(&piece[..keep]);
-            line_cut += (piece.len() - keep) as u64;
-            rest = &rest[piece.len() + usize::from(newline)..];
-            if newline {
-                emit(&mut line, &mut line_cut);
+            .stream
+            .name()
+    );
+    std::thread::Builder::new().name(name).spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .feed(&ctx, &buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
             }
         }
-    }
-    if !line.is_empty() || line_cut > 0 {
-        emit(&mut line, &mut line_cut);
-    }
-    let s = state.lock().unwrap_or_else(PoisonError::into_inner);
-    if s.not_logged > 0 {
-        let note = format!(
-            "{}: {} more lines not logged (logLines = {log_lines}); the last {} bytes are in \
-             the result",
-            stream.name(),
-            s.not_logged,
-            s.ring.capacity()
-        );
-        drop(s);
-        ctx.log(LogLevel::INFO, &note);
-    }
+        shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .end(&ctx);
+        let _ = tx.send(());
+    })?;
+    Ok(Reader { sink, done })
 }
 
 #[cfg(test)]
@@ -318,15 +345,13 @@ mod tests {
         let long = "y".repeat(MAX_LINE_BYTES + 10);
         let input = format!("one\r\ntwo\n{long}\nlast");
         let report = host.run(|ctx| {
-            let r = spawn(
-                std::io::Cursor::new(input.into_bytes()),
-                Stream::Stderr,
-                ctx.clone(),
-                8,
-                3,
-            )
-            .unwrap();
-            r.finish(std::time::Duration::from_secs(10)).0
+            let mut sink = Sink::new(Stream::Stderr, 8, 3);
+            // Chunks that split lines anywhere.
+            for chunk in input.as_bytes().chunks(7) {
+                sink.feed(ctx, chunk);
+            }
+            sink.end(ctx);
+            sink.report()
         });
         assert_eq!(report.lines, 4);
         assert_eq!(report.tail, "yyy\nlast");

@@ -152,7 +152,7 @@ fn check_file(path: &Path) -> Result<(), Problem> {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Problem::Missing),
         // ENOTDIR: a component on the way is a file.
-        Err(e) if e.raw_os_error() == Some(20) && cfg!(unix) => return Err(Problem::Missing),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => return Err(Problem::Missing),
         Err(e) => return Err(Problem::Unreadable(e)),
     };
     if !meta.is_file() {

@@ -2,26 +2,21 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 use takt_plugin_api::sdk::{JobContext, JobError};
 
 use crate::ExeOptions;
-use crate::output::{self, Reader, Stream, StreamReport};
+use crate::output::{Sink, Stream, StreamReport};
 use crate::params::ExeParams;
+use crate::pump::{Pump, Wait};
 use crate::resolve::resolve;
 use crate::sys::{self, Group};
 
-/// How often the cancel flag is read while the program runs. The flag is an atomic read in
-/// the host; 20 ms keeps a timeout prompt at no measurable cost, and a program that exits
-/// wakes the handler at once (a waiter thread), not at the next poll.
-const POLL: Duration = Duration::from_millis(20);
-
-/// How long the readers get to reach end-of-file once the group is gone. Only a process that
-/// left the group (and kept the pipe) makes them wait that long; the handler then reports the
-/// tails read so far and leaves the reader threads to end when the pipe closes.
+/// How long the pipes get to reach end-of-file once the group is gone. Only a process that
+/// left the group (and kept a pipe) makes the handler wait that long; it then reports the
+/// tails read so far.
 const READER_WAIT: Duration = Duration::from_millis(1500);
 
 /// How long to wait, after SIGKILL, for the group to be empty (the kernel needs a moment to
@@ -122,24 +117,19 @@ pub(crate) fn run(
     };
 
     // From here on every exit path reaps the child; `group` kills the tree if we panic.
-    let stdout = child.stdout.take().map(|pipe| {
-        output::spawn(
-            pipe,
-            Stream::Stdout,
-            ctx.clone(),
-            p.output_limit,
-            p.log_lines,
-        )
-    });
-    let stderr = child.stderr.take().map(|pipe| {
-        output::spawn(
-            pipe,
-            Stream::Stderr,
-            ctx.clone(),
-            p.output_limit,
-            p.log_lines,
-        )
-    });
+    let out = Sink::new(Stream::Stdout, p.output_limit, p.log_lines);
+    let err = Sink::new(Stream::Stderr, p.output_limit, p.log_lines);
+    let mut pump = match Pump::start(&mut child, &group, out, err, ctx) {
+        Ok(pump) => pump,
+        Err(e) => {
+            // No thread for the watchers: stop the program rather than run it unwatched.
+            group.kill();
+            let _ = child.wait();
+            return Err(JobError::retryable(format!(
+                "cannot watch \"{program}\": {e}; it was killed"
+            )));
+        }
+    };
     if let (Some(mut pipe), Some(text)) = (child.stdin.take(), p.stdin.clone()) {
         // Its own thread: a program that does not read its input must not block us. The
         // write ends (EPIPE) when the program exits or is killed; dropping closes the pipe.
@@ -149,33 +139,12 @@ pub(crate) fn run(
                 let _ = pipe.write_all(text.as_bytes());
             });
     }
-    let (exited_tx, exited) = mpsc::channel::<()>();
-    let waiter = group.exit_waiter();
-    let waiter_started = std::thread::Builder::new()
-        .name("takt-exe-wait".into())
-        .spawn(move || {
-            waiter();
-            let _ = exited_tx.send(());
-        });
-    if waiter_started.is_err() {
-        // No thread for the waiter: stop the program rather than run it unwatched.
-        group.kill();
-        let _ = child.wait();
-        return Err(JobError::retryable(format!(
-            "cannot watch \"{program}\": no thread could be started; it was killed"
-        )));
-    }
 
-    let end = loop {
-        match exited.recv_timeout(POLL) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => break End::Exited,
-            Err(RecvTimeoutError::Timeout) => {
-                if ctx.is_cancelled() {
-                    let timeout = ctx.deadline().is_some_and(|d| SystemTime::now() >= d);
-                    break End::Stopped { timeout };
-                }
-            }
-        }
+    let end = match pump.wait(ctx, None, true) {
+        Wait::Exited => End::Exited,
+        Wait::Cancelled | Wait::Deadline => End::Stopped {
+            timeout: ctx.deadline().is_some_and(|d| SystemTime::now() >= d),
+        },
     };
 
     let grace = p
@@ -196,7 +165,8 @@ pub(crate) fn run(
                     sys::SOFT_STOP,
                     sys::HARD_STOP
                 ));
-                forced = stop_members(&group, grace);
+                group.ask_to_stop();
+                forced = stop_members_after(&mut pump, ctx, &group, Instant::now() + grace);
             }
             status
         }
@@ -214,18 +184,14 @@ pub(crate) fn run(
             ));
             let deadline = Instant::now() + grace;
             group.ask_to_stop();
-            if exited
-                .recv_timeout(grace)
-                .is_err_and(|e| e == RecvTimeoutError::Timeout)
-            {
+            if pump.wait(ctx, Some(deadline), false) == Wait::Deadline {
                 group.kill();
                 forced = true;
-                let _ = exited.recv();
+                pump.wait(ctx, None, false);
             }
             let status = child.wait();
-            let left = deadline.saturating_duration_since(Instant::now());
             if group.has_members() {
-                forced |= stop_members_after(&group, left);
+                forced |= stop_members_after(&mut pump, ctx, &group, deadline);
             }
             status
         }
@@ -237,24 +203,8 @@ pub(crate) fn run(
     let status = status
         .map_err(|e| JobError::failed(format!("lost track of \"{program}\" (pid {pid}): {e}")))?;
 
-    let mut pipe_open = false;
-    let mut report = |r: Option<std::io::Result<Reader>>| match r {
-        Some(Ok(reader)) => {
-            let (rep, eof) = reader.finish(READER_WAIT);
-            pipe_open |= !eof;
-            rep
-        }
-        _ => StreamReport {
-            bytes: 0,
-            lines: 0,
-            tail: String::new(),
-            tail_truncated: false,
-            lines_not_logged: 0,
-            long_lines_cut: 0,
-        },
-    };
-    let out = report(stdout);
-    let err = report(stderr);
+    let pipe_open = !pump.drain(ctx, Instant::now() + READER_WAIT);
+    let [out, err] = pump.reports(ctx);
     let (exit_code, signal) = sys::exit_parts(status);
     let success = exit_code.is_some_and(|c| p.success_codes.contains(&c));
     let result = ExeResult {
@@ -351,26 +301,20 @@ fn command_line(p: &ExeParams) -> (String, Vec<String>) {
     }
 }
 
-/// SIGTERM the remaining members, wait up to `grace` for them, SIGKILL what is left; `true`
-/// when SIGKILL was needed.
-fn stop_members(group: &Group, grace: Duration) -> bool {
-    group.ask_to_stop();
-    stop_members_after(group, grace)
-}
-
-/// Waits up to `left` for the group to empty, then SIGKILLs it; `true` when it had to.
-fn stop_members_after(group: &Group, left: Duration) -> bool {
-    if wait_empty(group, left) {
+/// Waits (draining output) until `deadline` for the group to empty, then SIGKILLs what is
+/// left; `true` when it had to.
+fn stop_members_after(pump: &mut Pump, ctx: &JobContext, group: &Group, deadline: Instant) -> bool {
+    if wait_empty(pump, ctx, group, deadline) {
         return false;
     }
     group.kill();
-    wait_empty(group, KILL_WAIT);
+    wait_empty(pump, ctx, group, Instant::now() + KILL_WAIT);
     true
 }
 
-/// Polls until the group has no members or `limit` passed; whether it is empty.
-fn wait_empty(group: &Group, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
+/// Polls (draining output) until the group has no members or `until` passed; whether it is
+/// empty.
+fn wait_empty(pump: &mut Pump, ctx: &JobContext, group: &Group, until: Instant) -> bool {
     loop {
         if !group.has_members() {
             return true;
@@ -378,7 +322,7 @@ fn wait_empty(group: &Group, limit: Duration) -> bool {
         if Instant::now() >= until {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        pump.idle(ctx, Duration::from_millis(10));
     }
 }
 
