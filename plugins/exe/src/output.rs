@@ -17,10 +17,12 @@ use takt_plugin_api::sdk::JobContext;
 
 use crate::params::MAX_LINE_BYTES;
 
-/// The last `capacity` bytes written, in a buffer allocated once.
+/// The last `capacity` bytes written, in a buffer allocated once, on the first write (a
+/// program that prints nothing costs no allocation).
 #[derive(Debug)]
 pub(crate) struct Ring {
     buf: Vec<u8>,
+    cap: usize,
     /// Where the next byte goes.
     head: usize,
     /// Bytes held (≤ capacity).
@@ -32,7 +34,8 @@ pub(crate) struct Ring {
 impl Ring {
     pub(crate) fn new(capacity: usize) -> Ring {
         Ring {
-            buf: vec![0; capacity],
+            buf: Vec::new(),
+            cap: capacity,
             head: 0,
             len: 0,
             total: 0,
@@ -40,14 +43,17 @@ impl Ring {
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.buf.len()
+        self.cap
     }
 
     pub(crate) fn write(&mut self, mut data: &[u8]) {
         self.total += data.len() as u64;
-        let cap = self.buf.len();
-        if cap == 0 {
+        let cap = self.cap;
+        if cap == 0 || data.is_empty() {
             return;
+        }
+        if self.buf.is_empty() {
+            self.buf = vec![0; cap];
         }
         if data.len() >= cap {
             data = &data[data.len() - cap..];
@@ -65,6 +71,9 @@ impl Ring {
 
     /// The held bytes, oldest first.
     pub(crate) fn bytes(&self) -> Vec<u8> {
+        if self.len == 0 {
+            return Vec::new();
+        }
         let cap = self.buf.len();
         let start = (self.head + cap - self.len) % cap.max(1);
         let mut out = Vec::with_capacity(self.len);

@@ -196,7 +196,8 @@ pub(crate) fn run(
             status
         }
     };
-    if !group.has_members() {
+    if !(leftovers || forced || matches!(end, End::Stopped { .. })) || !group.has_members() {
+        // Exited with nothing left (checked above), or everything stopped: nothing to kill.
         group.disarm();
     }
     let elapsed = t0.elapsed();
@@ -236,10 +237,9 @@ pub(crate) fn run(
         (None, Some(s)) => format!("signal {}", sys::signal_name(s)),
         (None, None) => "an unknown status".to_string(),
     };
-    let data = serde_json::to_value(&result).ok();
-    let attach = |e: JobError| match &data {
-        Some(d) => e.with_data(d.clone()),
-        None => e,
+    let attach = |e: JobError| match serde_json::to_value(&result) {
+        Ok(d) => e.with_data(d),
+        Err(_) => e,
     };
     if let End::Stopped { timeout } = end {
         // The host records timed_out / cancelled itself; this message (with the output so far)
