@@ -15,6 +15,9 @@
 //! load drifts during the minutes criterion takes, the ratio of neighbouring rounds is the
 //! steadier figure.
 //!
+//! A third paired line compares with a raw loop that also captures output (own process
+//! group, /dev/null stdin, `output()`), separating the price of capturing from the handler's.
+//!
 //! Run: `cargo bench -p takt-plugin-exe --bench spawn`. Goal: exe within 10 % of raw.
 
 use std::hint::black_box;
@@ -71,6 +74,18 @@ fn b9(c: &mut Criterion) {
 
 fn raw_true() {
     black_box(Command::new("/bin/true").status().unwrap());
+}
+
+/// The raw loop with what `exe::run` needs to capture output: its own process group, stdin
+/// from /dev/null, both output pipes read to the end.
+fn raw_true_piped() {
+    use std::os::unix::process::CommandExt;
+    let o = Command::new("/bin/true")
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    black_box(o.status.success());
 }
 
 fn exe_true(options: &ExeOptions) {
@@ -140,5 +155,8 @@ fn main() {
     let options = ExeOptions::default();
     paired("true", &raw_true, &|| exe_true(&options));
     paired("64k", &raw_64k, &|| exe_64k(&options));
+    paired("true, raw with pipes + group", &raw_true_piped, &|| {
+        exe_true(&options)
+    });
     Criterion::default().configure_from_args().final_summary();
 }
