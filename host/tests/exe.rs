@@ -13,7 +13,7 @@ use takt_core::run::{RunId, RunState};
 use takt_core::store::Store;
 use takt_core::store::memory::MemoryStore;
 use takt_host::embed::{Host, HostBuilder, HostError};
-use takt_host::plugins::LoadOptions;
+use takt_host::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
 use takt_host::scheduler::SchedulerEvent;
 use takt_plugin_api::abi::PluginRef;
 use takt_plugin_api::static_plugin;
@@ -257,6 +257,38 @@ async fn a_plugin_file_named_exe_clashes_with_the_built_in_one() {
             && text.contains("libtakt_plugin_exe_cdylib"),
         "{text}"
     );
+
+    // `takt run`'s way: the built-in one wins, the file is refused with the fix, the start
+    // goes on.
+    let mut set = PluginSet::load_dir(
+        &plugin_dir,
+        &LoadOptions {
+            shadow_dir: plugin_dir.join(".shadow"),
+            ..LoadOptions::default()
+        },
+    );
+    let exe = static_plugin!(|| takt_plugin_exe::plugin(ExeOptions::default())).unwrap();
+    let refusal = set
+        .add_builtin(exe, "remove the file")
+        .expect("the built-in plugin is added")
+        .expect("the file is refused");
+    assert!(
+        refusal
+            .file
+            .to_string_lossy()
+            .contains("libtakt_plugin_exe_cdylib"),
+        "{refusal}"
+    );
+    assert!(refusal.reason.contains("built into this host"), "{refusal}");
+    assert_eq!(refusal.fix, "remove the file");
+    assert_eq!(set.refusals().len(), 1);
+    let names: Vec<String> = set
+        .plugins()
+        .iter()
+        .map(|p| p.file.display().to_string())
+        .collect();
+    assert_eq!(names, [STATIC_ORIGIN], "only the built-in exe remains");
+    assert!(set.resolve("exe::run").is_ok());
 
     // The file alone loads and runs like the built-in one.
     let store = MemoryStore::default();

@@ -73,14 +73,16 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         aliases: config.aliases.clone(),
     };
     let mut plugins = PluginSet::load_dir(&config.plugin_dir, &options);
-    plugins.add_static(exe_plugin(&config)?).map_err(|r| {
-        anyhow::anyhow!(
-            "{}; fix: remove that plugin file from {}: takt run has the exe executor (exe::run) \
-             built in",
-            r.reason,
-            config.plugin_dir.display()
+    // `cargo build` puts the exe plugin *file* (takt-plugin-exe-cdylib) next to the takt
+    // binary, which `takt init` makes the plugin directory: the file is refused (and listed
+    // below with the fix) rather than stopping the start.
+    plugins
+        .add_builtin(
+            exe_plugin(&config)?,
+            "remove the file from the plugin directory: takt run has the exe executor \
+             (exe::run) built in, configured by [exe] in takt.toml",
         )
-    })?;
+        .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
     let plugins = Arc::new(plugins);
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();

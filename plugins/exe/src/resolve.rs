@@ -37,9 +37,12 @@ pub(crate) fn resolve(
     let given = Path::new(program);
     let has_dir = given.components().count() > 1 || given.is_absolute();
     if has_dir {
+        // Absolute even for a relative cwd: the child starts in cwd, so a relative path
+        // would be read from there a second time.
+        let here = std::env::current_dir().unwrap_or_default();
         let base = match cwd {
-            Some(c) => c.to_path_buf(),
-            None => std::env::current_dir().unwrap_or_default(),
+            Some(c) => here.join(c),
+            None => here,
         };
         let path = normalize(&base.join(given));
         return match check_file(&path) {

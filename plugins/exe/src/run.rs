@@ -109,6 +109,10 @@ pub(crate) fn run(
     let mut group = match Group::attach(&mut child) {
         Ok(g) => g,
         Err(e) => {
+            // (Windows has already killed it; on Unix this cannot happen, but if it did the
+            // program must not run unwatched.)
+            let _ = child.kill();
+            let _ = child.wait();
             return Err(JobError::retryable(format!(
                 "cannot start \"{program}\": could not put it under the plugin's control \
                  ({e}); it was stopped again"

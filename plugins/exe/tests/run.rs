@@ -191,6 +191,18 @@ fn env_is_added_removed_and_cleared_and_cwd_is_applied() {
     let mut p = ExeParams::new("./hello.sh");
     p.cwd = Some(dir.clone());
     assert!(run(&host, p).unwrap().stdout.tail.starts_with("hi from"));
+    // Also when cwd itself is relative (to the host's working directory).
+    let here = std::env::current_dir().unwrap();
+    let ups = "../".repeat(here.components().count() - 1);
+    let relative = PathBuf::from(format!("{ups}{}", dir.strip_prefix("/").unwrap().display()));
+    let mut p = ExeParams::new("./hello.sh");
+    p.cwd = Some(relative);
+    let r = run(&host, p);
+    assert!(
+        r.as_ref()
+            .is_ok_and(|r| r.stdout.tail.starts_with("hi from")),
+        "{r:?}"
+    );
     let mut p = ExeParams::new("true");
     p.cwd = Some(dir.join("missing"));
     let e = run(&host, p).unwrap_err();
