@@ -1,7 +1,8 @@
 //! The exe executor (`exe::run`, see `takt-plugin-exe`) as a plugin file, for hosts that load
-//! it from their plugin directory instead of compiling it in. `takt run` has it built in: do
-//! not put this file into its plugin directory (the two would clash and the host refuses to
-//! start, naming both).
+//! it from their plugin directory instead of compiling it in. `takt run` has it built in: a
+//! copy of this file in its plugin directory (where `cargo build` puts it, next to `takt`) is
+//! refused and listed with the fix, and the built-in one is used; a `HostBuilder` given both
+//! refuses to start, naming the file.
 //!
 //! Its allowlist comes from the environment of the host process, read once when the host
 //! loads the file: `TAKT_EXE_ALLOWLIST`, entries separated like `PATH` (`:` on Unix, `;` on

@@ -22,7 +22,8 @@
 //!   treatment (they would otherwise hold its output pipes open and outlive the run, which is
 //!   the failure the seed describes); `leftoverProcesses` in the result says it happened.
 //!   A process that deliberately leaves the group (`setsid`, a daemon) escapes on Unix.
-//! * **Output streams, bounded.** Each stream has a reader thread: lines go to the run log as
+//! * **Output streams, bounded.** The handler's own thread polls both pipes (and, on Linux, a
+//!   pidfd for the exit; Windows uses a reader thread per pipe): lines go to the run log as
 //!   they arrive (stdout as info, stderr as warn, in order per stream), the last
 //!   `outputLimit` bytes of each are kept for the result, lines over 16 KiB are cut, after
 //!   `logLines` lines only a count is kept. Memory per run is fixed whatever is printed, and
