@@ -264,7 +264,8 @@ mod windows {
 
     /// Reader threads for the pipes and a waiter thread for the exit.
     pub(crate) struct Pump {
-        readers: Vec<Reader>,
+        readers: [Option<Reader>; 2],
+        sinks_left: [Option<Sink>; 2],
         exited: mpsc::Receiver<()>,
         is_exited: bool,
     }
@@ -278,12 +279,15 @@ mod windows {
             err: Sink,
             ctx: &JobContext,
         ) -> std::io::Result<Pump> {
-            let mut readers = Vec::new();
-            if let Some(p) = child.stdout.take() {
-                readers.push(output::spawn(p, out, ctx.clone())?);
+            let mut readers = [None, None];
+            let mut sinks_left = [None, None];
+            match child.stdout.take() {
+                Some(p) => readers[0] = Some(output::spawn(p, out, ctx.clone())?),
+                None => sinks_left[0] = Some(out),
             }
-            if let Some(p) = child.stderr.take() {
-                readers.push(output::spawn(p, err, ctx.clone())?);
+            match child.stderr.take() {
+                Some(p) => readers[1] = Some(output::spawn(p, err, ctx.clone())?),
+                None => sinks_left[1] = Some(err),
             }
             let (tx, rx) = mpsc::channel();
             let wait = group.exit_waiter();
@@ -295,6 +299,7 @@ mod windows {
                 })?;
             Ok(Pump {
                 readers,
+                sinks_left,
                 exited: rx,
                 is_exited: false,
             })
@@ -333,12 +338,17 @@ mod windows {
 
         /// Waits until both readers reached end-of-file (`true`) or `until` passed.
         pub(crate) fn drain(&mut self, _ctx: &JobContext, until: Instant) -> bool {
-            self.readers.iter().all(|r| r.wait_eof(until))
+            self.readers.iter().flatten().all(|r| r.wait_eof(until))
         }
 
         /// What each stream produced so far.
         pub(crate) fn reports(&mut self, _ctx: &JobContext) -> [StreamReport; 2] {
-            [self.readers[0].report(), self.readers[1].report()]
+            let report = |i: usize| match (&self.readers[i], &self.sinks_left[i]) {
+                (Some(r), _) => r.report(),
+                (None, Some(s)) => s.report(),
+                (None, None) => Sink::new(output::Stream::Stdout, 0, 0).report(),
+            };
+            [report(0), report(1)]
         }
     }
 }
