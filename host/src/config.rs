@@ -12,6 +12,7 @@
 //! | `TAKT_NODE_ID` | `node_id` |
 //! | `TAKT_CAPACITY` | `capacity` |
 //! | `TAKT_TZ` | `timezone` |
+//! | `TAKT_EXE_ALLOWLIST` | `[exe] allowlist` (entries separated like `PATH`) |
 //!
 //! Jobs declared in the file (`[[jobs]]`) are stored with `application =`
 //! [`CONFIG_APPLICATION`]; [`crate::cli`]'s `takt run` inserts new ones, updates changed ones
@@ -76,6 +77,11 @@ pub struct Config {
     pub require_pins: bool,
     /// HandlerType aliases.
     pub aliases: BTreeMap<String, String>,
+    /// The programs and directories the built-in `exe::run` may start (`[exe] allowlist`),
+    /// absolute; `None` allows every program.
+    pub exe_allowlist: Option<Vec<PathBuf>>,
+    /// Where [`Config::exe_allowlist`] was set, for the executor's refusal messages.
+    pub exe_allowlist_source: String,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
 }
@@ -94,7 +100,17 @@ struct FileConfig {
     #[serde(default)]
     plugins: PluginsSection,
     #[serde(default)]
+    exe: ExeSection,
+    #[serde(default)]
     jobs: Vec<JobEntry>,
+}
+
+/// `[exe]`: the built-in external-program executor.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExeSection {
+    /// Programs or directories `exe::run` may start; unset allows every program.
+    allowlist: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -237,6 +253,22 @@ impl Config {
                 format!("\"{node_id}\" is empty or has surrounding spaces; give a plain name"),
             ));
         }
+        let (exe_allowlist, exe_allowlist_source) = match env("TAKT_EXE_ALLOWLIST") {
+            Some(v) => (
+                Some(
+                    std::env::split_paths(&v)
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .collect::<Vec<_>>(),
+                ),
+                "TAKT_EXE_ALLOWLIST in the environment".to_string(),
+            ),
+            None => (
+                raw.exe
+                    .allowlist
+                    .map(|l| l.into_iter().map(from_file).collect()),
+                format!("[exe] allowlist in {shown}"),
+            ),
+        };
         let capacity = match env("TAKT_CAPACITY") {
             Some(v) => v.trim().parse::<usize>().map_err(|_| {
                 env_err(
@@ -327,6 +359,8 @@ impl Config {
             pins: raw.plugins.pins,
             require_pins: raw.plugins.require_pins,
             aliases: raw.plugins.aliases,
+            exe_allowlist,
+            exe_allowlist_source,
             jobs,
         })
     }
@@ -582,6 +616,37 @@ enabled = false
         assert_eq!(e.key, "jobs[0].retry_delays");
         let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ntz = \"UTC\"").unwrap_err();
         assert_eq!(e.key, "jobs[0]");
+    }
+
+    #[test]
+    fn the_exe_allowlist_resolves_against_the_file_and_the_environment_wins() {
+        assert_eq!(parse("").unwrap().exe_allowlist, None);
+        let c = parse("[exe]\nallowlist = [\"/usr/bin\", \"tools/report.sh\"]").unwrap();
+        assert_eq!(
+            c.exe_allowlist.unwrap(),
+            [
+                PathBuf::from("/usr/bin"),
+                PathBuf::from("/etc/takt/tools/report.sh")
+            ]
+        );
+        assert!(
+            c.exe_allowlist_source
+                .contains("[exe] allowlist in /etc/takt/takt.toml")
+        );
+        let c = parse("[exe]\nallowlist = []").unwrap();
+        assert_eq!(
+            c.exe_allowlist,
+            Some(vec![]),
+            "set but empty allows nothing"
+        );
+        let e = parse("[exe]\nallow = []").unwrap_err();
+        assert!(e.message.contains("unknown field `allow`"), "{e}");
+        let c = Config::parse("", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_EXE_ALLOWLIST").then(|| "/opt/a:/opt/b".to_string())
+        })
+        .unwrap();
+        assert_eq!(c.exe_allowlist.unwrap().len(), 2);
+        assert!(c.exe_allowlist_source.contains("TAKT_EXE_ALLOWLIST"));
     }
 
     #[test]

@@ -16,6 +16,20 @@
 //! host.shutdown(Duration::from_secs(10)).await;
 //! ```
 //!
+//! The external-program executor (`exe::run`) that `takt run` compiles in is not added
+//! automatically: a program that wants it registers it like any static plugin, with its own
+//! allowlist (see `takt_plugin_exe`):
+//!
+//! ```ignore
+//! use takt_plugin_exe::{Allowlist, ExeOptions};
+//! let options = ExeOptions {
+//!     allowlist: Allowlist::only(vec!["/opt/mes/tools".into()], "the MES service config"),
+//!     ..ExeOptions::default()
+//! };
+//! let exe = takt_plugin_api::static_plugin!(move || takt_plugin_exe::plugin(options))?;
+//! let host = HostBuilder::new(store).static_plugin(exe).start().await?;
+//! ```
+//!
 //! It only assembles what [`Scheduler::new`] takes (which stays public for anything the
 //! builder does not cover). Refused plugin *files* do not stop the start — each is logged
 //! and listed in [`Host::plugins`], as with `takt run` — unless

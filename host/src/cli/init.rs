@@ -136,6 +136,13 @@ grace = "10s"
 # Map old HandlerType names onto plugin handlers:
 # aliases = {{ "Acme.Jobs.CleanJob, Acme.Jobs" = "acme::clean" }}
 
+[exe]
+# exe::run, the built-in executor for external programs (seed 000 §5.2): no shell unless
+# asked, output streamed into the run log, the whole process tree stopped on timeout. Unset,
+# it may start any program; set, only these programs and the programs inside these
+# directories (symbolic links resolved; TAKT_EXE_ALLOWLIST overrides it):
+# allowlist = ["/usr/bin", "/opt/mes/tools/report.sh"]
+
 # Jobs. Each is synced into the database when `takt run` starts (matched by name; jobs added
 # with the command line or the API are left alone). Keys:
 #   name, handler ("plugin::handler"), params (an inline table, passed as JSON),
@@ -172,6 +179,16 @@ params = {{ name = "seed 004" }}
 calendar = "weekly on mon-fri every 1h between 06:00-22:30"
 tz = "Asia/Shanghai"
 description = "seed 004: hourly from 06:00 to 22:00 on weekdays, Shanghai time"
+
+# An external program (exe::run; params: program, args, shell, env, envClear, envRemove, cwd,
+# stdin, successCodes, outputLimit, logLines, killGraceMs):
+# [[jobs]]
+# name = "shift-report"
+# handler = "exe::run"
+# params = {{ program = "/opt/mes/tools/report.sh", args = ["--shift", "A"], successCodes = [0] }}
+# cron = "0 6,14,22 * * *"
+# timeout = "15m"
+# retries = 2
 "#,
         plugin_dir = quoted(plugin_dir),
         tokens = quoted(tokens),

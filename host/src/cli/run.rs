@@ -1,7 +1,7 @@
 //! `takt run`: the host on the embedded SQLite store, with the jobs of `takt.toml`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
-use crate::plugins::{LoadOptions, PluginSet};
+use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle, SystemClock};
 use crate::store::SqliteStore;
 
@@ -72,7 +72,18 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         require_pins: config.require_pins,
         aliases: config.aliases.clone(),
     };
-    let plugins = Arc::new(PluginSet::load_dir(&config.plugin_dir, &options));
+    let mut plugins = PluginSet::load_dir(&config.plugin_dir, &options);
+    // `cargo build` puts the exe plugin *file* (takt-plugin-exe-cdylib) next to the takt
+    // binary, which `takt init` makes the plugin directory: the file is refused (and listed
+    // below with the fix) rather than stopping the start.
+    plugins
+        .add_builtin(
+            exe_plugin(&config)?,
+            "remove the file from the plugin directory: takt run has the exe executor \
+             (exe::run) built in, configured by [exe] in takt.toml",
+        )
+        .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
+    let plugins = Arc::new(plugins);
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
         println!(
@@ -90,7 +101,25 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
             r.fix
         );
     }
-    if plugins.plugins().is_empty() {
+    match &config.exe_allowlist {
+        None => println!("exe::run may start any program: set [exe] allowlist to restrict it"),
+        Some(list) => println!(
+            "exe::run may start only: {}",
+            if list.is_empty() {
+                "nothing (the allowlist is empty)".to_string()
+            } else {
+                list.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+    }
+    if plugins
+        .plugins()
+        .iter()
+        .all(|p| p.file == Path::new(STATIC_ORIGIN))
+    {
         println!(
             "no plugin loaded from {}: every run will fail; build the plugins (`cargo build`) or \
              set plugin_dir in {}",
@@ -212,6 +241,22 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         config.database.display()
     );
     Ok(())
+}
+
+/// The built-in external-program executor (`exe::run`), compiled in, with the allowlist of
+/// `[exe] allowlist` / `TAKT_EXE_ALLOWLIST`.
+fn exe_plugin(config: &Config) -> Result<takt_plugin_api::abi::PluginRef> {
+    use takt_plugin_exe::{Allowlist, ExeOptions};
+    let allowlist = match &config.exe_allowlist {
+        Some(list) => Allowlist::only(list.clone(), config.exe_allowlist_source.clone()),
+        None => Allowlist::allow_all(),
+    };
+    let options = ExeOptions {
+        allowlist,
+        ..ExeOptions::default()
+    };
+    takt_plugin_api::static_plugin!(move || takt_plugin_exe::plugin(options))
+        .map_err(|e| anyhow::anyhow!("the built-in exe executor is invalid: {e}"))
 }
 
 /// Inserts new file jobs, updates changed ones, disables file jobs the file no longer

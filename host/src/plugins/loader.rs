@@ -267,6 +267,41 @@ impl PluginSet {
         Ok(())
     }
 
+    /// Adds a plugin that is part of the host program itself (`takt run`'s `exe` executor),
+    /// which a plugin *file* must not shadow: a file already loaded under the same name is
+    /// moved to the refusals — the built-in one is what the host's documentation and
+    /// configuration describe, and a refused file never stops the others — with `fix` as
+    /// what to do. A clash with another static plugin is refused as by
+    /// [`add_static`](Self::add_static). Returns the file's refusal, if there was one.
+    pub fn add_builtin(
+        &mut self,
+        module: PluginRef,
+        fix: &str,
+    ) -> Result<Option<Refusal>, Refusal> {
+        let origin = Path::new(STATIC_ORIGIN);
+        let plugin = describe(module, origin, PathBuf::new(), String::new())?;
+        let mut refused = None;
+        if let Some(i) = self
+            .plugins
+            .iter()
+            .position(|p| p.name == plugin.name && p.file != origin)
+        {
+            let file = self.plugins.remove(i);
+            let r = refuse(
+                &file.file,
+                format!(
+                    "plugin \"{}\" is built into this host, which uses its own copy",
+                    plugin.name
+                ),
+                fix,
+            );
+            self.refusals.push(r.clone());
+            refused = Some(r);
+        }
+        self.add_static(module)?;
+        Ok(refused)
+    }
+
     /// The loaded plugins, in load order.
     pub fn plugins(&self) -> &[Arc<LoadedPlugin>] {
         &self.plugins
