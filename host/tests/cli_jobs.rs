@@ -98,11 +98,11 @@ fn migrate_twice_then_up_to_date() {
     // Progress on stderr (not a terminal here: whole lines): each migration's start and end.
     let progress = String::from_utf8(out.stderr).expect("utf-8");
     assert!(
-        progress.contains("applying migration 0002_active_runs …"),
+        progress.contains("applying migration 0002_claim_indexes …"),
         "{progress}"
     );
     assert!(
-        progress.contains("applied migration 0002_active_runs in "),
+        progress.contains("applied migration 0002_claim_indexes in "),
         "{progress}"
     );
     assert!(d.db().exists(), "default takt.db in the working directory");

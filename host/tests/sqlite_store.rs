@@ -119,7 +119,7 @@ fn migrations_applied_twice_are_a_noop() {
             .iter()
             .map(|m| (m.version, m.name))
             .collect::<Vec<_>>(),
-        [(1, "init"), (2, "active_runs")]
+        [(1, "init"), (2, "claim_indexes")]
     );
     assert_eq!(
         migrate(&path, &SqliteOptions::default()).expect("migrate again"),
@@ -655,4 +655,29 @@ fn claims_match_the_memory_store() {
     assert_eq!(got.0, want.0, "claims in the same order");
     assert_eq!(got.1, want.1, "the same runs");
     assert_eq!(got.2, want.2, "the same jobs");
+}
+
+/// The claim's due-job query reads jobs in claim order from an index: no sort of every due
+/// job per claim (B7 measured ~2 ms per claim with 20 000 due before `jobs_claim`).
+#[test]
+fn the_due_job_query_is_served_in_order_by_an_index() {
+    let dir = TempDir::new("plan");
+    let path = dir.file("takt.db");
+    drop(open(&path));
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let mut stmt = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT priority, next_fire, id FROM jobs \
+             WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= ?1 \
+             ORDER BY priority, next_fire, id LIMIT ?2",
+        )
+        .expect("plan");
+    let plan: Vec<String> = stmt
+        .query_map(rusqlite::params![0, 10], |r| r.get::<_, String>(3))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("plan rows");
+    let plan = plan.join("\n");
+    assert!(plan.contains("jobs_claim"), "{plan}");
+    assert!(!plan.contains("TEMP B-TREE"), "no sort: {plan}");
 }

@@ -35,8 +35,8 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 2,
-        name: "active_runs",
-        sql: include_str!("../../../sql/sqlite/0002_active_runs.sql"),
+        name: "claim_indexes",
+        sql: include_str!("../../../sql/sqlite/0002_claim_indexes.sql"),
     },
 ];
 

@@ -20,7 +20,7 @@
 //! `UPDATE … WHERE next_fire IS old`.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -187,6 +187,9 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Conne
     .map_err(|e| sql_error(&shown, "opening", e))?;
     conn.busy_timeout(options.busy_timeout)
         .map_err(|e| sql_error(&shown, "setting the busy timeout", e))?;
+    // Every statement of the loop's passes and of a fire's path stays prepared (the default
+    // cache of 16 would evict some of them each pass).
+    conn.set_prepared_statement_cache_capacity(64);
     // Read the header first: a file that is not a database fails here, before any write.
     conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
         r.get::<_, i64>(0)
@@ -613,16 +616,43 @@ struct Due {
     retry: bool,
 }
 
-fn get_job(tx: &Connection, path: &str, id: JobId) -> StoreResult<Option<JobDef>> {
-    tx.query_row(
-        &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
-        [id.0],
-        JobRow::read,
+// The statements of the per-fire path, built once: `prepare_cached` keys its cache by the SQL
+// text, and parsing dominated a claim before (B7).
+static GET_JOB: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"));
+static GET_RUN: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"));
+static INSERT_RUN: LazyLock<String> = LazyLock::new(|| {
+    let columns = RUN_COLUMNS.trim_start_matches("id, ");
+    let marks = vec!["?"; columns.split(", ").count()].join(", ");
+    format!(
+        "INSERT INTO runs ({columns}) VALUES ({marks}) ON CONFLICT (job_id, fire_time) DO NOTHING"
     )
-    .optional()
-    .map_err(|e| sql_error(path, "reading a job", e))?
-    .map(|r| r.into_job(path))
-    .transpose()
+});
+static UPDATE_RUN_IF: LazyLock<String> = LazyLock::new(|| {
+    let columns: Vec<&str> = RUN_COLUMNS.split(", ").skip(3).collect();
+    let n = columns.len();
+    let sets = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{c} = ?{}", i + 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "UPDATE runs SET {sets} WHERE id = ?{} AND state = ?{} AND attempt = ?{}",
+        n + 1,
+        n + 2,
+        n + 3
+    )
+});
+
+fn get_job(tx: &Connection, path: &str, id: JobId) -> StoreResult<Option<JobDef>> {
+    tx.prepare_cached(&GET_JOB)
+        .and_then(|mut stmt| stmt.query_row([id.0], JobRow::read))
+        .optional()
+        .map_err(|e| sql_error(path, "reading a job", e))?
+        .map(|r| r.into_job(path))
+        .transpose()
 }
 
 fn need_job(tx: &Connection, path: &str, id: JobId) -> StoreResult<JobDef> {
@@ -630,15 +660,12 @@ fn need_job(tx: &Connection, path: &str, id: JobId) -> StoreResult<JobDef> {
 }
 
 fn get_run(tx: &Connection, path: &str, id: RunId) -> StoreResult<Option<Run>> {
-    tx.query_row(
-        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
-        [id.0],
-        RunRow::read,
-    )
-    .optional()
-    .map_err(|e| sql_error(path, "reading a run", e))?
-    .map(|r| r.into_run(path))
-    .transpose()
+    tx.prepare_cached(&GET_RUN)
+        .and_then(|mut stmt| stmt.query_row([id.0], RunRow::read))
+        .optional()
+        .map_err(|e| sql_error(path, "reading a run", e))?
+        .map(|r| r.into_run(path))
+        .transpose()
 }
 
 fn need_run(tx: &Connection, path: &str, id: RunId) -> StoreResult<Run> {
@@ -663,11 +690,8 @@ fn job_id_by_name(tx: &Connection, path: &str, name: &JobName) -> StoreResult<Op
 /// without gaps read better. The `ON CONFLICT` clause stays as the guarantee.
 fn insert_run(tx: &Connection, path: &str, run: &Run) -> StoreResult<Option<RunId>> {
     let taken: Option<i64> = tx
-        .query_row(
-            "SELECT id FROM runs WHERE job_id = ?1 AND fire_time = ?2",
-            params![run.job_id.0, ms(run.fire_time)],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT id FROM runs WHERE job_id = ?1 AND fire_time = ?2")
+        .and_then(|mut stmt| stmt.query_row(params![run.job_id.0, ms(run.fire_time)], |r| r.get(0)))
         .optional()
         .map_err(|e| sql_error(path, "looking a run up by fire time", e))?;
     if taken.is_some() {
@@ -678,16 +702,9 @@ fn insert_run(tx: &Connection, path: &str, run: &Run) -> StoreResult<Option<RunI
         Value::Integer(ms(run.fire_time)),
     ];
     values.extend(run_values(run)?);
-    let columns = RUN_COLUMNS.trim_start_matches("id, ");
-    let marks = vec!["?"; values.len()].join(", ");
     let n = tx
-        .execute(
-            &format!(
-                "INSERT INTO runs ({columns}) VALUES ({marks}) \
-                 ON CONFLICT (job_id, fire_time) DO NOTHING"
-            ),
-            rusqlite::params_from_iter(values),
-        )
+        .prepare_cached(&INSERT_RUN)
+        .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(values)))
         .map_err(|e| sql_error(path, "inserting a run", e))?;
     Ok((n == 1).then(|| RunId(tx.last_insert_rowid())))
 }
@@ -703,29 +720,14 @@ fn update_run_if(
     attempt: u32,
 ) -> StoreResult<bool> {
     let mut values = run_values(run)?;
-    let sets = RUN_COLUMNS
-        .split(", ")
-        .skip(3)
-        .enumerate()
-        .map(|(i, c)| format!("{c} = ?{}", i + 1))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let n = values.len();
     values.extend([
         Value::Integer(id.0),
         Value::Text(state.name().to_string()),
         Value::Integer(i64::from(attempt)),
     ]);
     let changed = tx
-        .execute(
-            &format!(
-                "UPDATE runs SET {sets} WHERE id = ?{} AND state = ?{} AND attempt = ?{}",
-                n + 1,
-                n + 2,
-                n + 3
-            ),
-            rusqlite::params_from_iter(values),
-        )
+        .prepare_cached(&UPDATE_RUN_IF)
+        .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(values)))
         .map_err(|e| sql_error(path, "updating a run", e))?;
     Ok(changed == 1)
 }
@@ -843,10 +845,8 @@ fn claim_fire(
     };
     // The conditional advance: the next fire must still be the one being claimed.
     let n = conn
-        .execute(
-            "UPDATE jobs SET next_fire = ?1 WHERE id = ?2 AND next_fire IS ?3",
-            params![opt_ms(next), id.0, ms(fire)],
-        )
+        .prepare_cached("UPDATE jobs SET next_fire = ?1 WHERE id = ?2 AND next_fire IS ?3")
+        .and_then(|mut stmt| stmt.execute(params![opt_ms(next), id.0, ms(fire)]))
         .map_err(|e| sql_error(path, "advancing a job's next fire", e))?;
     if n != 1 {
         return Err(StoreError::conflict(format!(
