@@ -8,7 +8,7 @@
 //! [`takt_core::run::NODE_RESTARTED`] and retried per its job's policy by the store), then
 //! spawns one tokio task that repeats:
 //!
-//! 1. **Prepare** the due jobs ([`Store::job_due`]: at most [`PREPARE_BATCH`] in claim order,
+//! 1. **Prepare** the due jobs ([`Store::job_due`]: the first [`SchedulerConfig::claim_batch`] in claim order,
 //!    with their running and pending counts): a job whose next fire is later than its misfire
 //!    lateness window goes through [`misfire::plan`] (skips recorded with
 //!    [`Store::run_insert_skipped`], next fire moved with the compare-and-set
@@ -88,9 +88,6 @@ use crate::executor::{CancelToken, Executor, Outcome, RunRequest};
 use crate::plugins::PluginSet;
 use sink::LogForwarder;
 
-/// The most due jobs one pass prepares (misfire and overlap decisions); more are prepared by
-/// the following passes, in claim order.
-pub const PREPARE_BATCH: usize = 256;
 /// The shortest accepted safety poll.
 pub const MIN_SAFETY_POLL: Duration = Duration::from_millis(50);
 /// The longest accepted safety poll.
@@ -527,6 +524,13 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
                 }
             };
         }
+        if progressed {
+            // Prepare moved or recorded fires: the jobs now at the top of the claim order
+            // were not prepared in this pass. Prepare again before claiming, so that every
+            // fire the claim takes (the top `claim_batch` at most) went through the misfire
+            // and overlap decisions.
+            continue;
+        }
         let free = shared
             .config
             .capacity
@@ -654,8 +658,9 @@ async fn recover_expired<S: Store>(shared: &Shared<S>, now: Timestamp) {
     }
 }
 
-/// The misfire and overlap decisions for the due jobs (at most [`PREPARE_BATCH`], in claim
-/// order). Returns whether it changed anything.
+/// The misfire and overlap decisions for the first `claim_batch` due jobs in claim order (a
+/// claim takes at most that many fires, and only after a pass that changed nothing here).
+/// Returns whether it changed anything.
 async fn prepare<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<bool, StoreError> {
     let store = &shared.store;
     let mut changed = false;
@@ -663,7 +668,7 @@ async fn prepare<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<bool, S
         job,
         running,
         pending,
-    } in store.job_due(now, PREPARE_BATCH).await?
+    } in store.job_due(now, shared.config.claim_batch).await?
     {
         let (Some(id), Some(nf)) = (job.id, job.next_fire) else {
             continue;
