@@ -664,20 +664,35 @@ async fn recover_expired<S: Store>(shared: &Shared<S>, now: Timestamp) {
 async fn prepare<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<bool, StoreError> {
     let store = &shared.store;
     let mut changed = false;
-    for DueJob {
-        job,
-        running,
-        pending,
-    } in store.job_due(now, shared.config.claim_batch).await?
-    {
-        let (Some(id), Some(nf)) = (job.id, job.next_fire) else {
+    for due in store.job_due(now, shared.config.claim_batch).await? {
+        let DueJob {
+            id,
+            next_fire: nf,
+            misfire: misfire_policy,
+            overlap: overlap_policy,
+            running,
+            pending,
+            ..
+        } = due;
+        let late = lateness(now, nf) > misfire_policy.lateness;
+        let overlap = overlap::decide(overlap_policy, running as usize, pending as usize);
+        if !late && overlap == OverlapDecision::Start {
+            // The common case, decided from the row alone.
+            continue;
+        }
+        // A decision needs the schedule: load the whole job (it may be gone or changed since
+        // the row was read; then the next pass decides again).
+        let Some(job) = store.job_get(id).await? else {
             continue;
         };
+        if !job.enabled || job.next_fire != Some(nf) {
+            continue;
+        }
         let mut fire = nf;
         // Misfires: only when the oldest due fire is beyond the lateness window (fires are
         // ascending, so otherwise every due fire is on time).
         if let Some(schedule) = &job.schedule
-            && lateness(now, nf) > job.misfire.lateness
+            && late
         {
             let plan = misfire::plan(schedule, nf, now, job.misfire);
             for s in &plan.skips {
@@ -705,7 +720,7 @@ async fn prepare<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<bool, S
                 .as_ref()
                 .and_then(|s| first_fire_after(s, fire))
         };
-        match overlap::decide(job.overlap, running as usize, pending as usize) {
+        match overlap {
             OverlapDecision::Start => {}
             OverlapDecision::Skip(reason) => {
                 changed |= insert_skipped(store, id, fire, reason, None, now).await?;

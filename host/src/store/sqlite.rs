@@ -1122,35 +1122,53 @@ impl Db {
         let path = &*self.path;
         let mut stmt = self
             .conn
-            .prepare_cached(&format!(
-                "SELECT {JOB_COLUMNS}, \
+            .prepare_cached(
+                "SELECT id, name, next_fire, misfire, overlap, \
                    (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
                    (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending') \
                  FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= ?1 \
-                 ORDER BY priority, next_fire, id LIMIT ?2"
-            ))
+                 ORDER BY priority, next_fire, id LIMIT ?2",
+            )
             .map_err(|e| sql_error(path, "finding due jobs", e))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let columns = JOB_COLUMNS.split(',').count();
         let rows = stmt
             .query_map(params![ms(now), limit], |r| {
                 Ok((
-                    JobRow::read(r)?,
-                    r.get::<_, u32>(columns)?,
-                    r.get::<_, u32>(columns + 1)?,
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, u32>(5)?,
+                    r.get::<_, u32>(6)?,
                 ))
             })
             .map_err(|e| sql_error(path, "finding due jobs", e))?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| sql_error(path, "finding due jobs", e))?;
         rows.into_iter()
-            .map(|(row, running, pending)| {
-                Ok(DueJob {
-                    job: row.into_job(path)?,
-                    running,
-                    pending,
-                })
-            })
+            .map(
+                |(id, name, next_fire, misfire, overlap, running, pending)| {
+                    let row = format!("job {id}");
+                    let bad = |column: &str, detail: &dyn std::fmt::Display| {
+                        corrupt(path, &row, column, detail)
+                    };
+                    Ok(DueJob {
+                        id: JobId(id),
+                        name: JobName::new(&name).map_err(|e| bad("name", &e))?,
+                        next_fire: Timestamp::from_millisecond(next_fire)
+                            .map_err(|e| bad("next_fire", &e))?,
+                        misfire: misfire
+                            .parse::<MisfirePolicy>()
+                            .map_err(|e| bad("misfire", &e))?,
+                        overlap: overlap
+                            .parse::<OverlapPolicy>()
+                            .map_err(|e| bad("overlap", &e))?,
+                        running,
+                        pending,
+                    })
+                },
+            )
             .collect()
     }
 

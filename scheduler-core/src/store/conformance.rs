@@ -354,7 +354,7 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
     insert(&store, future).await;
 
     let names =
-        |due: &[DueJob]| -> Vec<String> { due.iter().map(|d| d.job.name.to_string()).collect() };
+        |due: &[DueJob]| -> Vec<String> { due.iter().map(|d| d.name.to_string()).collect() };
     let due = store.job_due(at(60), 10).await.expect("job_due");
     assert_eq!(
         names(&due),
@@ -364,6 +364,11 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
     assert!(
         due.iter().all(|d| d.running == 0 && d.pending == 0),
         "job_due: nothing in flight yet: {due:?}"
+    );
+    assert_eq!(
+        due[0],
+        DueJob::of(&urgent, 0, 0).expect("a due job"),
+        "job_due: id, name, next fire and policies as stored"
     );
     assert_eq!(
         names(&store.job_due(at(60), 2).await.expect("job_due")),
@@ -392,7 +397,7 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
     let due = store.job_due(at(200), 10).await.expect("job_due");
     let counts: Vec<(String, u32, u32)> = due
         .iter()
-        .map(|d| (d.job.name.to_string(), d.running, d.pending))
+        .map(|d| (d.name.to_string(), d.running, d.pending))
         .collect();
     assert_eq!(
         counts,
@@ -405,7 +410,6 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
          by id)"
     );
     assert_eq!(late_job.version, 2);
-    let _ = urgent;
 }
 
 /// `next_due`: the earliest of enabled jobs' next fires, pending retries' times and queued

@@ -476,13 +476,9 @@ impl Store for MemoryStore {
                 Due::Fire(id) => inner.jobs.get(&id),
                 Due::Retry(_) => None,
             })
-            .map(|job| {
+            .filter_map(|job| {
                 let (running, pending) = job.id.map(|id| inner.counts(id)).unwrap_or_default();
-                DueJob {
-                    job: job.clone(),
-                    running,
-                    pending,
-                }
+                DueJob::of(job, running, pending)
             })
             .collect())
     }

@@ -40,6 +40,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::job::{JobDef, JobError, JobId, JobName};
+use crate::policy::{MisfirePolicy, OverlapPolicy};
 use crate::run::{NodeId, Progress, Run, RunId, RunState, TransitionError};
 
 /// A store result.
@@ -285,14 +286,42 @@ impl Default for RunFilter {
 
 /// An enabled job whose next fire has come, with what of it is in flight: what the loop needs
 /// for the misfire and overlap decisions before it claims ([`Store::job_due`]).
+///
+/// Deliberately not the whole [`JobDef`]: the loop reads these on every pass and needs the
+/// rest (the schedule, to move a fire on) only for the few jobs that need a decision, which it
+/// then loads with [`Store::job_get`]. Compiling every due job's schedule per pass was the
+/// largest cost of a pass on SQLite.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DueJob {
-    /// The job, with `next_fire <= now`.
-    pub job: JobDef,
+    /// The job.
+    pub id: JobId,
+    /// Its name (for messages).
+    pub name: JobName,
+    /// Its next fire, at or before the `now` asked about.
+    pub next_fire: Timestamp,
+    /// Its misfire policy.
+    pub misfire: MisfirePolicy,
+    /// Its overlap policy.
+    pub overlap: OverlapPolicy,
     /// Its runs in state running (on any node).
     pub running: u32,
     /// Its runs in state pending: retries waiting for their time and queued fires.
     pub pending: u32,
+}
+
+impl DueJob {
+    /// The row of `job` (which must have an id and a next fire) with the given counts.
+    pub fn of(job: &JobDef, running: u32, pending: u32) -> Option<DueJob> {
+        Some(DueJob {
+            id: job.id?,
+            name: job.name.clone(),
+            next_fire: job.next_fire?,
+            misfire: job.misfire,
+            overlap: job.overlap,
+            running,
+            pending,
+        })
+    }
 }
 
 /// The level of a run log line (the plugin API's levels).
