@@ -81,7 +81,7 @@ impl MigrationObserver {
         MigrationObserver(Arc::new(f))
     }
 
-    fn emit(&self, event: MigrationEvent) {
+    pub(crate) fn emit(&self, event: MigrationEvent) {
         (self.0)(event);
     }
 }

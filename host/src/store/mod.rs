@@ -2,15 +2,20 @@
 //!
 //! * [`sqlite`] — [`SqliteStore`]: one file, WAL, the schema and numbered migrations of
 //!   `sql/sqlite/` ([`mod@migrate`]). For a single node or a few nodes on one machine.
+//! * [`postgres`] — [`PgStore`]: a pool of connections to PostgreSQL, the schema and
+//!   migrations of `sql/postgres/`. For several nodes on one database.
 //!
 //! The in-memory reference store lives in the core ([`takt_core::store::memory`]); every
 //! backend here passes the core's conformance suite ([`takt_core::store::conformance`]).
 
 pub mod migrate;
+pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 pub use migrate::{
     AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, latest_version,
     migrate,
 };
+pub use postgres::{PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
 pub use sqlite::{SqliteOptions, SqliteStore};

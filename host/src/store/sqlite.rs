@@ -29,9 +29,9 @@ use rusqlite::{
     Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
     params,
 };
-use takt_core::job::{JobDef, JobId, JobName, Priority};
-use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
-use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState, SkipReason};
+use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::policy::{MisfirePolicy, OverlapPolicy};
+use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
 use takt_core::store::backend::{
     add, apply_finish, fire_taken, job_missing, name_taken, next_firing, recovery_event,
     run_missing, show,
@@ -42,7 +42,7 @@ use takt_core::store::{
 };
 
 use super::migrate::{self, AppliedMigration, MigrationObserver};
-use crate::spec::ScheduleSpec;
+use super::rows::{JobRow, RunRow, corrupt, to_i64};
 
 /// How a [`SqliteStore`] opens its file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -274,60 +274,10 @@ fn opt_ms(t: Option<Timestamp>) -> Option<i64> {
     t.map(ms)
 }
 
-fn dur_ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
-    i64::try_from(v).map_err(|_| {
-        StoreError::invalid(format!(
-            "{what} {v} is too large for the database (at most {}); use a smaller value",
-            i64::MAX
-        ))
-    })
-}
-
-/// A stored value the store cannot read back: someone edited the row by hand, or a newer
-/// takt wrote a form this one does not know.
-fn corrupt(path: &str, row: &str, column: &str, detail: impl std::fmt::Display) -> StoreError {
-    StoreError::other(format!(
-        "{row} in {path} has an unreadable {column} ({detail}); fix the row (see \
-         sql/sqlite/0001_init.sql for the forms) or restore a backup"
-    ))
-}
-
 const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
      enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
      misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
      next_fire, version, updated_at";
-
-/// A `jobs` row as stored, before its texts are parsed.
-struct JobRow {
-    id: i64,
-    name: String,
-    group: Option<String>,
-    handler_type: String,
-    params_json: String,
-    schedule_json: Option<String>,
-    enabled: bool,
-    effective_from: Option<i64>,
-    expires_at: Option<i64>,
-    timeout_ms: Option<i64>,
-    retry_max: i64,
-    retry_backoff: String,
-    retry_timeouts: bool,
-    misfire: String,
-    overlap: String,
-    priority: i64,
-    dependencies: String,
-    node_tag: Option<String>,
-    application: Option<String>,
-    owner: Option<String>,
-    description: Option<String>,
-    next_fire: Option<i64>,
-    version: i64,
-    updated_at: i64,
-}
 
 impl JobRow {
     fn read(r: &Row<'_>) -> rusqlite::Result<JobRow> {
@@ -358,154 +308,40 @@ impl JobRow {
             updated_at: r.get(23)?,
         })
     }
-
-    fn into_job(self, path: &str) -> StoreResult<JobDef> {
-        let row = format!("job {}", self.id);
-        let bad =
-            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
-        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
-        let opt_ts = |column: &str, v: Option<i64>| v.map(|v| ts(column, v)).transpose();
-        let schedule = match &self.schedule_json {
-            None => None,
-            Some(json) => {
-                let spec: ScheduleSpec =
-                    serde_json::from_str(json).map_err(|e| bad("schedule_json", &e))?;
-                Some(spec.to_schedule().map_err(|e| bad("schedule_json", &e))?)
-            }
-        };
-        let deps: Vec<String> =
-            serde_json::from_str(&self.dependencies).map_err(|e| bad("dependencies", &e))?;
-        let dependencies = deps
-            .iter()
-            .map(|d| JobName::new(d).map_err(|e| bad("dependencies", &e)))
-            .collect::<StoreResult<Vec<_>>>()?;
-        let backoff: Backoff = self
-            .retry_backoff
-            .parse()
-            .map_err(|e| bad("retry_backoff", &e))?;
-        let retry = RetryPolicy {
-            max_retries: u32::try_from(self.retry_max)
-                .map_err(|_| bad("retry_max", &self.retry_max))?,
-            backoff,
-            retry_timeouts: self.retry_timeouts,
-        };
-        let priority = u16::try_from(self.priority)
-            .ok()
-            .and_then(|p| Priority::new(p).ok())
-            .ok_or_else(|| bad("priority", &self.priority))?;
-        let timeout = self
-            .timeout_ms
-            .map(|t| {
-                u64::try_from(t)
-                    .map(Duration::from_millis)
-                    .map_err(|_| bad("timeout_ms", &t))
-            })
-            .transpose()?;
-        Ok(JobDef {
-            id: Some(JobId(self.id)),
-            name: JobName::new(&self.name).map_err(|e| bad("name", &e))?,
-            group: self.group,
-            handler_type: self.handler_type,
-            params_json: self.params_json,
-            schedule,
-            enabled: self.enabled,
-            effective_from: opt_ts("effective_from", self.effective_from)?,
-            expires_at: opt_ts("expires_at", self.expires_at)?,
-            timeout,
-            retry,
-            misfire: self
-                .misfire
-                .parse::<MisfirePolicy>()
-                .map_err(|e| bad("misfire", &e))?,
-            overlap: self
-                .overlap
-                .parse::<OverlapPolicy>()
-                .map_err(|e| bad("overlap", &e))?,
-            priority,
-            dependencies,
-            node_tag: self.node_tag,
-            application: self.application,
-            owner: self.owner,
-            description: self.description,
-            next_fire: opt_ts("next_fire", self.next_fire)?,
-            version: u64::try_from(self.version).map_err(|_| bad("version", &self.version))?,
-            updated_at: Some(ts("updated_at", self.updated_at)?),
-        })
-    }
 }
 
 /// The column values of a job's definition (everything but id, version, updated_at and
 /// next fire), in `JOB_COLUMNS` order from `group_name` to `description`.
 fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
-    let schedule_json = job
-        .schedule
-        .as_ref()
-        .map(|s| {
-            serde_json::to_string(&ScheduleSpec::from_schedule(s)).map_err(|e| {
-                StoreError::invalid(format!(
-                    "the schedule of job {} cannot be written as JSON ({e})",
-                    job.name
-                ))
-            })
-        })
-        .transpose()?;
-    let deps: Vec<&str> = job.dependencies.iter().map(JobName::as_str).collect();
-    let dependencies = serde_json::to_string(&deps).map_err(|e| {
-        StoreError::invalid(format!(
-            "the dependencies of job {} cannot be written as JSON ({e})",
-            job.name
-        ))
-    })?;
-    let text = |v: &Option<String>| v.clone().map_or(Value::Null, Value::Text);
+    let r = JobRow::of(job, Timestamp::UNIX_EPOCH)?;
+    let text = |v: Option<String>| v.map_or(Value::Null, Value::Text);
     let int = |v: Option<i64>| v.map_or(Value::Null, Value::Integer);
     Ok(vec![
-        text(&job.group),
-        Value::Text(job.handler_type.clone()),
-        Value::Text(job.params_json.clone()),
-        text(&schedule_json),
-        Value::Integer(i64::from(job.enabled)),
-        int(opt_ms(job.effective_from)),
-        int(opt_ms(job.expires_at)),
-        int(job.timeout.map(dur_ms)),
-        Value::Integer(i64::from(job.retry.max_retries)),
-        Value::Text(job.retry.backoff.to_string()),
-        Value::Integer(i64::from(job.retry.retry_timeouts)),
-        Value::Text(job.misfire.to_string()),
-        Value::Text(job.overlap.to_string()),
-        Value::Integer(i64::from(job.priority.get())),
-        Value::Text(dependencies),
-        text(&job.node_tag),
-        text(&job.application),
-        text(&job.owner),
-        text(&job.description),
+        text(r.group),
+        Value::Text(r.handler_type),
+        Value::Text(r.params_json),
+        text(r.schedule_json),
+        Value::Integer(i64::from(r.enabled)),
+        int(r.effective_from),
+        int(r.expires_at),
+        int(r.timeout_ms),
+        Value::Integer(r.retry_max),
+        Value::Text(r.retry_backoff),
+        Value::Integer(i64::from(r.retry_timeouts)),
+        Value::Text(r.misfire),
+        Value::Text(r.overlap),
+        Value::Integer(r.priority),
+        Value::Text(r.dependencies),
+        text(r.node_tag),
+        text(r.application),
+        text(r.owner),
+        text(r.description),
     ])
 }
 
 const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
      finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
      progress_total, progress_message, skip_reason, next_attempt_at";
-
-/// A `runs` row as stored.
-struct RunRow {
-    id: i64,
-    job_id: i64,
-    fire_time: i64,
-    state: String,
-    attempt: i64,
-    created_at: i64,
-    started_at: Option<i64>,
-    finished_at: Option<i64>,
-    node_id: Option<String>,
-    lease_expires_at: Option<i64>,
-    error: Option<String>,
-    result_json: Option<String>,
-    elapsed_ms: Option<i64>,
-    progress_done: Option<i64>,
-    progress_total: Option<i64>,
-    progress_message: Option<String>,
-    skip_reason: Option<String>,
-    next_attempt_at: Option<i64>,
-}
 
 impl RunRow {
     fn read(r: &Row<'_>) -> rusqlite::Result<RunRow> {
@@ -530,78 +366,30 @@ impl RunRow {
             next_attempt_at: r.get(17)?,
         })
     }
-
-    fn into_run(self, path: &str) -> StoreResult<Run> {
-        let row = format!("run {}", self.id);
-        let bad =
-            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
-        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
-        let opt_ts = |column: &str, v: Option<i64>| v.map(|v| ts(column, v)).transpose();
-        let unsigned = |column: &str, v: i64| u64::try_from(v).map_err(|_| bad(column, &v));
-        let progress = match (self.progress_done, self.progress_total) {
-            (Some(done), Some(total)) => Some(Progress {
-                done: unsigned("progress_done", done)?,
-                total: unsigned("progress_total", total)?,
-                message: self.progress_message.unwrap_or_default(),
-            }),
-            _ => None,
-        };
-        Ok(Run {
-            id: Some(RunId(self.id)),
-            job_id: JobId(self.job_id),
-            fire_time: ts("fire_time", self.fire_time)?,
-            state: RunState::from_name(&self.state).ok_or_else(|| bad("state", &self.state))?,
-            attempt: u32::try_from(self.attempt).map_err(|_| bad("attempt", &self.attempt))?,
-            created_at: ts("created_at", self.created_at)?,
-            started_at: opt_ts("started_at", self.started_at)?,
-            finished_at: opt_ts("finished_at", self.finished_at)?,
-            node_id: self.node_id.map(NodeId),
-            lease_expires_at: opt_ts("lease_expires_at", self.lease_expires_at)?,
-            error: self.error,
-            result_json: self.result_json,
-            elapsed: self
-                .elapsed_ms
-                .map(|e| unsigned("elapsed_ms", e).map(Duration::from_millis))
-                .transpose()?,
-            progress,
-            skip_reason: self
-                .skip_reason
-                .map(|s| SkipReason::from_name(&s).ok_or_else(|| bad("skip_reason", &s)))
-                .transpose()?,
-            next_attempt_at: opt_ts("next_attempt_at", self.next_attempt_at)?,
-        })
-    }
 }
 
 /// The values of every column of `run` but `id`, `job_id` and `fire_time`, in `RUN_COLUMNS`
 /// order from `state`.
 fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
+    let r = RunRow::of(run)?;
     let text = |v: Option<String>| v.map_or(Value::Null, Value::Text);
     let int = |v: Option<i64>| v.map_or(Value::Null, Value::Integer);
-    let (done, total, message) = match &run.progress {
-        Some(p) => (
-            Some(to_i64(p.done, "progress done")?),
-            Some(to_i64(p.total, "progress total")?),
-            Some(p.message.clone()),
-        ),
-        None => (None, None, None),
-    };
     Ok(vec![
-        Value::Text(run.state.name().to_string()),
-        Value::Integer(i64::from(run.attempt)),
-        Value::Integer(ms(run.created_at)),
-        int(opt_ms(run.started_at)),
-        int(opt_ms(run.finished_at)),
-        text(run.node_id.as_ref().map(|n| n.0.clone())),
-        int(opt_ms(run.lease_expires_at)),
-        text(run.error.clone()),
-        text(run.result_json.clone()),
-        int(run.elapsed.map(dur_ms)),
-        int(done),
-        int(total),
-        text(message),
-        text(run.skip_reason.map(|s| s.name().to_string())),
-        int(opt_ms(run.next_attempt_at)),
+        Value::Text(r.state),
+        Value::Integer(r.attempt),
+        Value::Integer(r.created_at),
+        int(r.started_at),
+        int(r.finished_at),
+        text(r.node_id),
+        int(r.lease_expires_at),
+        text(r.error),
+        text(r.result_json),
+        int(r.elapsed_ms),
+        int(r.progress_done),
+        int(r.progress_total),
+        text(r.progress_message),
+        text(r.skip_reason),
+        int(r.next_attempt_at),
     ])
 }
 

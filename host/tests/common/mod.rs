@@ -54,3 +54,25 @@ pub(crate) fn cdylib(dir: &Path, package: &str) -> PathBuf {
         package.replace('-', "_")
     ))
 }
+
+/// The connection string of a test database for `backend` from the environment variable `var`,
+/// or `None` (the caller skips, printing so) when it is unset. A backend named in
+/// `TAKT_TEST_REQUIRE` (comma-separated, as `.ci/run` sets it) must be configured: its absence
+/// fails the test instead of skipping it, so CI can never pass by skipping.
+pub(crate) fn backend_url(backend: &str, var: &str) -> Option<String> {
+    let required = std::env::var("TAKT_TEST_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .any(|b| b.trim() == backend);
+    match std::env::var(var) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if required => panic!(
+            "{backend} is required (TAKT_TEST_REQUIRE) but {var} is not set; point it at a test \
+             database"
+        ),
+        _ => {
+            eprintln!("SKIPPED: {backend} tests ({var} is not set)");
+            None
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The row forms shared by the SQL stores: a job or run as its columns hold it (instants as
+//! Unix milliseconds, policies and schedules in their text forms), and the conversions to and
+//! from the core's types. Each backend only moves these between its driver and its tables, so
+//! the parsing of stored forms — and its error messages — is the same for every database.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use takt_core::job::{JobDef, JobId, JobName, Priority};
+use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
+use takt_core::run::{NodeId, Progress, Run, RunId, RunState, SkipReason};
+use takt_core::store::{StoreError, StoreResult};
+
+use crate::spec::ScheduleSpec;
+
+/// A stored value the store cannot read back: someone edited the row by hand, or a newer
+/// takt wrote a form this one does not know.
+pub(crate) fn corrupt(
+    path: &str,
+    row: &str,
+    column: &str,
+    detail: impl std::fmt::Display,
+) -> StoreError {
+    StoreError::other(format!(
+        "{row} in {path} has an unreadable {column} ({detail}); fix the row (see \
+         the schema files in sql/ for the forms) or restore a backup"
+    ))
+}
+
+/// A `jobs` row as stored, before its texts are parsed.
+pub(crate) struct JobRow {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) group: Option<String>,
+    pub(crate) handler_type: String,
+    pub(crate) params_json: String,
+    pub(crate) schedule_json: Option<String>,
+    pub(crate) enabled: bool,
+    pub(crate) effective_from: Option<i64>,
+    pub(crate) expires_at: Option<i64>,
+    pub(crate) timeout_ms: Option<i64>,
+    pub(crate) retry_max: i64,
+    pub(crate) retry_backoff: String,
+    pub(crate) retry_timeouts: bool,
+    pub(crate) misfire: String,
+    pub(crate) overlap: String,
+    pub(crate) priority: i64,
+    pub(crate) dependencies: String,
+    pub(crate) node_tag: Option<String>,
+    pub(crate) application: Option<String>,
+    pub(crate) owner: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) next_fire: Option<i64>,
+    pub(crate) version: i64,
+    pub(crate) updated_at: i64,
+}
+
+impl JobRow {
+    pub(crate) fn into_job(self, path: &str) -> StoreResult<JobDef> {
+        let row = format!("job {}", self.id);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
+        let opt_ts = |column: &str, v: Option<i64>| v.map(|v| ts(column, v)).transpose();
+        let schedule = match &self.schedule_json {
+            None => None,
+            Some(json) => {
+                let spec: ScheduleSpec =
+                    serde_json::from_str(json).map_err(|e| bad("schedule_json", &e))?;
+                Some(spec.to_schedule().map_err(|e| bad("schedule_json", &e))?)
+            }
+        };
+        let deps: Vec<String> =
+            serde_json::from_str(&self.dependencies).map_err(|e| bad("dependencies", &e))?;
+        let dependencies = deps
+            .iter()
+            .map(|d| JobName::new(d).map_err(|e| bad("dependencies", &e)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let backoff: Backoff = self
+            .retry_backoff
+            .parse()
+            .map_err(|e| bad("retry_backoff", &e))?;
+        let retry = RetryPolicy {
+            max_retries: u32::try_from(self.retry_max)
+                .map_err(|_| bad("retry_max", &self.retry_max))?,
+            backoff,
+            retry_timeouts: self.retry_timeouts,
+        };
+        let priority = u16::try_from(self.priority)
+            .ok()
+            .and_then(|p| Priority::new(p).ok())
+            .ok_or_else(|| bad("priority", &self.priority))?;
+        let timeout = self
+            .timeout_ms
+            .map(|t| {
+                u64::try_from(t)
+                    .map(Duration::from_millis)
+                    .map_err(|_| bad("timeout_ms", &t))
+            })
+            .transpose()?;
+        Ok(JobDef {
+            id: Some(JobId(self.id)),
+            name: JobName::new(&self.name).map_err(|e| bad("name", &e))?,
+            group: self.group,
+            handler_type: self.handler_type,
+            params_json: self.params_json,
+            schedule,
+            enabled: self.enabled,
+            effective_from: opt_ts("effective_from", self.effective_from)?,
+            expires_at: opt_ts("expires_at", self.expires_at)?,
+            timeout,
+            retry,
+            misfire: self
+                .misfire
+                .parse::<MisfirePolicy>()
+                .map_err(|e| bad("misfire", &e))?,
+            overlap: self
+                .overlap
+                .parse::<OverlapPolicy>()
+                .map_err(|e| bad("overlap", &e))?,
+            priority,
+            dependencies,
+            node_tag: self.node_tag,
+            application: self.application,
+            owner: self.owner,
+            description: self.description,
+            next_fire: opt_ts("next_fire", self.next_fire)?,
+            version: u64::try_from(self.version).map_err(|_| bad("version", &self.version))?,
+            updated_at: Some(ts("updated_at", self.updated_at)?),
+        })
+    }
+}
+
+/// A `runs` row as stored.
+pub(crate) struct RunRow {
+    pub(crate) id: i64,
+    pub(crate) job_id: i64,
+    pub(crate) fire_time: i64,
+    pub(crate) state: String,
+    pub(crate) attempt: i64,
+    pub(crate) created_at: i64,
+    pub(crate) started_at: Option<i64>,
+    pub(crate) finished_at: Option<i64>,
+    pub(crate) node_id: Option<String>,
+    pub(crate) lease_expires_at: Option<i64>,
+    pub(crate) error: Option<String>,
+    pub(crate) result_json: Option<String>,
+    pub(crate) elapsed_ms: Option<i64>,
+    pub(crate) progress_done: Option<i64>,
+    pub(crate) progress_total: Option<i64>,
+    pub(crate) progress_message: Option<String>,
+    pub(crate) skip_reason: Option<String>,
+    pub(crate) next_attempt_at: Option<i64>,
+}
+
+impl RunRow {
+    pub(crate) fn into_run(self, path: &str) -> StoreResult<Run> {
+        let row = format!("run {}", self.id);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
+        let opt_ts = |column: &str, v: Option<i64>| v.map(|v| ts(column, v)).transpose();
+        let unsigned = |column: &str, v: i64| u64::try_from(v).map_err(|_| bad(column, &v));
+        let progress = match (self.progress_done, self.progress_total) {
+            (Some(done), Some(total)) => Some(Progress {
+                done: unsigned("progress_done", done)?,
+                total: unsigned("progress_total", total)?,
+                message: self.progress_message.unwrap_or_default(),
+            }),
+            _ => None,
+        };
+        Ok(Run {
+            id: Some(RunId(self.id)),
+            job_id: JobId(self.job_id),
+            fire_time: ts("fire_time", self.fire_time)?,
+            state: RunState::from_name(&self.state).ok_or_else(|| bad("state", &self.state))?,
+            attempt: u32::try_from(self.attempt).map_err(|_| bad("attempt", &self.attempt))?,
+            created_at: ts("created_at", self.created_at)?,
+            started_at: opt_ts("started_at", self.started_at)?,
+            finished_at: opt_ts("finished_at", self.finished_at)?,
+            node_id: self.node_id.map(NodeId),
+            lease_expires_at: opt_ts("lease_expires_at", self.lease_expires_at)?,
+            error: self.error,
+            result_json: self.result_json,
+            elapsed: self
+                .elapsed_ms
+                .map(|e| unsigned("elapsed_ms", e).map(Duration::from_millis))
+                .transpose()?,
+            progress,
+            skip_reason: self
+                .skip_reason
+                .map(|s| SkipReason::from_name(&s).ok_or_else(|| bad("skip_reason", &s)))
+                .transpose()?,
+            next_attempt_at: opt_ts("next_attempt_at", self.next_attempt_at)?,
+        })
+    }
+}
+
+fn ms(t: Timestamp) -> i64 {
+    t.as_millisecond()
+}
+
+fn dur_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// `v` as a database integer, or an `invalid` error naming `what`.
+pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
+    i64::try_from(v).map_err(|_| {
+        StoreError::invalid(format!(
+            "{what} {v} is too large for the database (at most {}); use a smaller value",
+            i64::MAX
+        ))
+    })
+}
+
+impl JobRow {
+    /// The row of `job` as a store writes it (id 0 and version 0 when the job has none yet;
+    /// `updated_at` is `now`).
+    pub(crate) fn of(job: &JobDef, now: Timestamp) -> StoreResult<JobRow> {
+        let schedule_json = job
+            .schedule
+            .as_ref()
+            .map(|s| {
+                serde_json::to_string(&ScheduleSpec::from_schedule(s)).map_err(|e| {
+                    StoreError::invalid(format!(
+                        "the schedule of job {} cannot be written as JSON ({e})",
+                        job.name
+                    ))
+                })
+            })
+            .transpose()?;
+        let deps: Vec<&str> = job.dependencies.iter().map(JobName::as_str).collect();
+        let dependencies = serde_json::to_string(&deps).map_err(|e| {
+            StoreError::invalid(format!(
+                "the dependencies of job {} cannot be written as JSON ({e})",
+                job.name
+            ))
+        })?;
+        Ok(JobRow {
+            id: job.id.map_or(0, |id| id.0),
+            name: job.name.as_str().to_string(),
+            group: job.group.clone(),
+            handler_type: job.handler_type.clone(),
+            params_json: job.params_json.clone(),
+            schedule_json,
+            enabled: job.enabled,
+            effective_from: job.effective_from.map(ms),
+            expires_at: job.expires_at.map(ms),
+            timeout_ms: job.timeout.map(dur_ms),
+            retry_max: i64::from(job.retry.max_retries),
+            retry_backoff: job.retry.backoff.to_string(),
+            retry_timeouts: job.retry.retry_timeouts,
+            misfire: job.misfire.to_string(),
+            overlap: job.overlap.to_string(),
+            priority: i64::from(job.priority.get()),
+            dependencies,
+            node_tag: job.node_tag.clone(),
+            application: job.application.clone(),
+            owner: job.owner.clone(),
+            description: job.description.clone(),
+            next_fire: job.next_fire.map(ms),
+            version: to_i64(job.version, "job version")?,
+            updated_at: ms(now),
+        })
+    }
+}
+
+impl RunRow {
+    /// The row of `run` as a store writes it (id 0 when the run has none yet).
+    pub(crate) fn of(run: &Run) -> StoreResult<RunRow> {
+        let (done, total, message) = match &run.progress {
+            Some(p) => (
+                Some(to_i64(p.done, "progress done")?),
+                Some(to_i64(p.total, "progress total")?),
+                Some(p.message.clone()),
+            ),
+            None => (None, None, None),
+        };
+        Ok(RunRow {
+            id: run.id.map_or(0, |id| id.0),
+            job_id: run.job_id.0,
+            fire_time: ms(run.fire_time),
+            state: run.state.name().to_string(),
+            attempt: i64::from(run.attempt),
+            created_at: ms(run.created_at),
+            started_at: run.started_at.map(ms),
+            finished_at: run.finished_at.map(ms),
+            node_id: run.node_id.as_ref().map(|n| n.0.clone()),
+            lease_expires_at: run.lease_expires_at.map(ms),
+            error: run.error.clone(),
+            result_json: run.result_json.clone(),
+            elapsed_ms: run.elapsed.map(dur_ms),
+            progress_done: done,
+            progress_total: total,
+            progress_message: message,
+            skip_reason: run.skip_reason.map(|s| s.name().to_string()),
+            next_attempt_at: run.next_attempt_at.map(ms),
+        })
+    }
+}

@@ -1,0 +1,220 @@
+//! The PostgreSQL store against the core's conformance suite, plus what only a server store
+//! has: many claimers on separate pools racing for one set of fires, migrations applied by
+//! nodes starting together, a newer schema refused, bad connection strings and unreachable
+//! servers reported precisely.
+//!
+//! Needs `TAKT_TEST_PG_URL` (`.ci/run` sets it); without it every test here prints SKIPPED
+//! and passes, unless `TAKT_TEST_REQUIRE` names `postgres`. Each test works in schemas of its
+//! own (`takt_t_<pid>_<n>`), dropped afterwards, so tests run in parallel on one database.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use takt_core::Timestamp;
+use takt_core::job::JobId;
+use takt_core::run::NodeId;
+use takt_core::store::conformance::{self, seed_every_minute_jobs};
+use takt_core::store::{ClaimParams, Store, StoreErrorKind};
+use takt_host::store::{PgOptions, PgStore, pg_latest_version};
+
+fn url() -> Option<String> {
+    common::backend_url("postgres", "TAKT_TEST_PG_URL")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Fresh schema names, dropped (with everything in them) when the guard goes.
+struct Schemas {
+    url: String,
+    names: std::sync::Mutex<Vec<String>>,
+}
+
+impl Schemas {
+    fn new(url: &str) -> Schemas {
+        Schemas {
+            url: url.to_string(),
+            names: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn fresh(&self) -> String {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "takt_t_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        self.names.lock().expect("names").push(name.clone());
+        name
+    }
+
+    async fn open(&self, schema: &str) -> PgStore {
+        PgStore::connect(&PgOptions::new(&self.url).with_schema(schema))
+            .await
+            .expect("connect to the test database")
+    }
+
+    async fn drop_all(&self) {
+        let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect for cleanup");
+        tokio::spawn(conn);
+        let names = self.names.lock().expect("names").clone();
+        for n in names {
+            client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {n} CASCADE"))
+                .await
+                .expect("drop test schema");
+        }
+    }
+}
+
+#[test]
+fn conformance_on_postgres() {
+    let Some(url) = url() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let report = conformance::run_all(|| async {
+            let schema = schemas.fresh();
+            schemas.open(&schema).await
+        })
+        .await;
+        eprintln!("postgres: {report}");
+        schemas.drop_all().await;
+        report.expect_skipped(&[]);
+        assert_eq!(report.passed.len(), 19, "every check ran");
+    });
+}
+
+/// Four nodes (four pools, so four sessions at least) claim every fire of 40 jobs at once,
+/// each on its own task; every fire is claimed exactly once.
+#[test]
+fn four_pools_racing_claim_each_fire_once() {
+    let Some(url) = url() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let seed = schemas.open(&schema).await;
+        let jobs = 40;
+        let fires = seed_every_minute_jobs(&seed, jobs).await;
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let store = schemas.open(&schema).await;
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let claimed = store
+                        .run_claim_due(&ClaimParams {
+                            node: NodeId(format!("node-{i}")),
+                            now: conformance::claims_now(),
+                            limit: 7,
+                            lease: Duration::from_secs(60),
+                        })
+                        .await
+                        .expect("claim");
+                    if claimed.is_empty() {
+                        break;
+                    }
+                    got.extend(claimed.into_iter().map(|c| (c.run.job_id, c.run.fire_time)));
+                }
+                got
+            }));
+        }
+        let mut all: Vec<(JobId, Timestamp)> = Vec::new();
+        let mut per_node = Vec::new();
+        for t in tasks {
+            let got = t.await.expect("claimer");
+            per_node.push(got.len());
+            all.extend(got);
+        }
+        conformance::assert_each_fire_once(&all, jobs, fires);
+        let distinct: HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "no fire twice");
+        eprintln!("claims per node: {per_node:?}");
+        schemas.drop_all().await;
+    });
+}
+
+/// Nodes starting together against an empty schema migrate it once; a second migrate is a
+/// no-op; a schema from a newer takt is refused and left alone.
+#[test]
+fn migrations_apply_once_and_refuse_a_newer_schema() {
+    let Some(url) = url() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let opts = PgOptions::new(&url).with_schema(&schema);
+        let (a, b, c) = tokio::join!(
+            PgStore::connect(&opts),
+            PgStore::connect(&opts),
+            PgStore::connect(&opts)
+        );
+        let (a, _b, _c) = (a.expect("a"), b.expect("b"), c.expect("c"));
+        assert_eq!(
+            a.schema_version().await.expect("version"),
+            pg_latest_version()
+        );
+        assert!(a.migrate().await.expect("migrate again").is_empty());
+
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!(
+                "INSERT INTO {schema}.schema_migrations (version, name) VALUES (999, 'future')"
+            ))
+            .await
+            .expect("fake a newer schema");
+        let err = PgStore::connect(&opts).await.expect_err("newer schema");
+        let msg = err.to_string();
+        assert!(msg.contains("schema version 999"), "{msg}");
+        assert!(msg.contains("left it untouched"), "{msg}");
+        schemas.drop_all().await;
+    });
+}
+
+#[test]
+fn bad_connection_strings_and_unreachable_servers_are_reported() {
+    let rt = runtime();
+    rt.block_on(async {
+        let err = PgStore::connect(&PgOptions::new("postgres://x@host:notaport/db"))
+            .await
+            .expect_err("bad url");
+        assert_eq!(err.kind(), StoreErrorKind::Invalid);
+        assert!(
+            err.to_string().contains("connection string is not valid"),
+            "{err}"
+        );
+
+        let err = PgStore::connect(
+            &PgOptions::new("postgres://u@127.0.0.1:1/db").with_schema("Bad-Name"),
+        )
+        .await
+        .expect_err("bad schema");
+        assert!(err.to_string().contains("not a plain identifier"), "{err}");
+
+        // Nothing listens on port 1: refused at once, retried, then reported as transient.
+        let mut opts = PgOptions::new("postgres://u@127.0.0.1:1/db");
+        opts.connect_timeout = Duration::from_millis(300);
+        let err = PgStore::connect(&opts).await.expect_err("unreachable");
+        assert_eq!(err.kind(), StoreErrorKind::Transient, "{err}");
+        assert!(
+            err.to_string().contains("postgres://u@127.0.0.1:1/db"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("password"), "{err}");
+    });
+}
