@@ -7,7 +7,8 @@
 //!
 //! | variable | key |
 //! |---|---|
-//! | `TAKT_DB` | `database` |
+//! | `TAKT_DB` | `database` (a SQLite file, or a `postgres://` URL) |
+//! | `TAKT_PG_SCHEMA` | `[postgres] schema` |
 //! | `TAKT_PLUGIN_DIR` | `plugin_dir` |
 //! | `TAKT_NODE_ID` | `node_id` |
 //! | `TAKT_CAPACITY` | `capacity` |
@@ -29,6 +30,7 @@ use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::schedule::{Zone, parse_duration};
 
 use crate::spec::{CalendarSpec, ScheduleSpec};
+use crate::store::Database;
 
 /// The `application` recorded on jobs declared in a config file.
 pub const CONFIG_APPLICATION: &str = "takt.toml";
@@ -54,8 +56,9 @@ pub struct ConfigError {
 pub struct Config {
     /// The file it was read from.
     pub file: PathBuf,
-    /// The SQLite database file.
-    pub database: PathBuf,
+    /// Where jobs, runs and logs live: a SQLite file, or PostgreSQL (`database` holds a
+    /// `postgres://` URL; `[postgres]` its schema and pool size).
+    pub database: Database,
     /// The plugin directory.
     pub plugin_dir: PathBuf,
     /// Where content-addressed copies of plugins are loaded from.
@@ -89,7 +92,7 @@ pub struct Config {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    database: Option<PathBuf>,
+    database: Option<String>,
     plugin_dir: Option<PathBuf>,
     shadow_dir: Option<PathBuf>,
     node_id: Option<String>,
@@ -102,7 +105,19 @@ struct FileConfig {
     #[serde(default)]
     exe: ExeSection,
     #[serde(default)]
+    postgres: PostgresSection,
+    #[serde(default)]
     jobs: Vec<JobEntry>,
+}
+
+/// `[postgres]`: settings of a PostgreSQL `database`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostgresSection {
+    /// The schema of takt's tables (created if missing); unset: the login's default.
+    schema: Option<String>,
+    /// The most connections this node opens (default 8).
+    pool_size: Option<usize>,
 }
 
 /// `[exe]`: the built-in external-program executor.
@@ -227,10 +242,32 @@ impl Config {
             message,
         };
 
-        let database = match env("TAKT_DB") {
-            Some(v) => PathBuf::from(v),
-            None => from_file(raw.database.unwrap_or_else(|| "takt.db".into())),
+        let mut database = match env("TAKT_DB") {
+            Some(v) => Database::parse(&v, Path::new("")),
+            None => Database::parse(raw.database.as_deref().unwrap_or("takt.db"), &base),
         };
+        if let Database::Postgres {
+            schema, pool_size, ..
+        } = &mut database
+        {
+            *schema = env("TAKT_PG_SCHEMA").or(raw.postgres.schema);
+            if let Some(n) = raw.postgres.pool_size {
+                if n == 0 {
+                    return Err(err(
+                        "postgres.pool_size",
+                        "must be at least 1; the default is 8".into(),
+                    ));
+                }
+                *pool_size = n;
+            }
+        } else if raw.postgres.schema.is_some() || raw.postgres.pool_size.is_some() {
+            return Err(err(
+                "postgres",
+                "is set but database is not a postgres:// URL; set database to one, or remove \
+                 [postgres]"
+                    .into(),
+            ));
+        }
         let plugin_dir = match env("TAKT_PLUGIN_DIR") {
             Some(v) => PathBuf::from(v),
             None => from_file(raw.plugin_dir.unwrap_or_else(|| "plugins".into())),
@@ -238,7 +275,9 @@ impl Config {
         let shadow_dir = match raw.shadow_dir {
             Some(p) => from_file(p),
             None => database
-                .parent()
+                .sqlite_path()
+                .and_then(Path::parent)
+                .or(Some(base.as_path()))
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."))
                 .join(".takt-shadow"),
@@ -510,7 +549,10 @@ mod tests {
     #[test]
     fn defaults_resolve_against_the_file() {
         let c = parse("").unwrap();
-        assert_eq!(c.database, Path::new("/etc/takt/takt.db"));
+        assert_eq!(
+            c.database,
+            Database::Sqlite(PathBuf::from("/etc/takt/takt.db"))
+        );
         assert_eq!(c.plugin_dir, Path::new("/etc/takt/plugins"));
         assert_eq!(c.shadow_dir, Path::new("/etc/takt/.takt-shadow"));
         assert_eq!(c.capacity, 8);
@@ -535,7 +577,7 @@ mod tests {
             env,
         )
         .unwrap();
-        assert_eq!(c.database, Path::new("/var/x.db"));
+        assert_eq!(c.database, Database::Sqlite(PathBuf::from("/var/x.db")));
         assert_eq!(c.shadow_dir, Path::new("/var/.takt-shadow"));
         assert_eq!(c.plugin_dir, Path::new("/opt/p"));
         assert_eq!(c.node_id, "n7");

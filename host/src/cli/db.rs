@@ -3,41 +3,48 @@
 
 use std::future::Future;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use crate::store::{
-    MigrationEvent, MigrationObserver, SqliteOptions, SqliteStore, latest_version, migrate,
-};
+use crate::store::{AnyStore, Database, MigrationEvent, MigrationObserver};
 
 /// The database file used when neither `--db` nor `TAKT_DB` is given.
 pub(super) const DEFAULT_DB: &str = "takt.db";
 
 #[derive(Debug, Args)]
 pub(super) struct DbArg {
-    /// The SQLite database file [default: $TAKT_DB, else takt.db in the working directory].
+    /// The database: a SQLite file, or a postgres:// URL [default: $TAKT_DB, else takt.db in
+    /// the working directory]. With PostgreSQL, $TAKT_PG_SCHEMA names the schema.
     /// (`takt run` reads its database from the config file's `database` key instead.)
-    #[arg(long, value_name = "PATH")]
-    db: Option<PathBuf>,
+    #[arg(long, value_name = "PATH|URL")]
+    db: Option<String>,
 }
 
 impl DbArg {
     /// `--db`, else `TAKT_DB`, else `takt.db`.
-    pub(super) fn path(&self) -> PathBuf {
-        match (&self.db, std::env::var_os("TAKT_DB")) {
+    pub(super) fn database(&self) -> Database {
+        let text = match (&self.db, std::env::var("TAKT_DB")) {
             (Some(p), _) => p.clone(),
-            (None, Some(env)) if !env.is_empty() => PathBuf::from(env),
-            _ => PathBuf::from(DEFAULT_DB),
+            (None, Ok(env)) if !env.is_empty() => env,
+            _ => DEFAULT_DB.to_string(),
+        };
+        let mut db = Database::parse(&text, Path::new(""));
+        if let Database::Postgres { schema, .. } = &mut db {
+            *schema = std::env::var("TAKT_PG_SCHEMA")
+                .ok()
+                .filter(|s| !s.is_empty());
         }
+        db
     }
 
-    /// Opens the store (creating the file and applying missing migrations, as `takt run`
-    /// does); the store's own error says what is wrong with the file.
-    pub(super) fn open(&self) -> Result<SqliteStore> {
-        Ok(SqliteStore::open(self.path(), &progress_options())?)
+    /// Opens the store (creating the file or connecting, and applying missing migrations, as
+    /// `takt run` does); the store's own error says what is wrong with the database.
+    pub(super) fn open(&self) -> Result<AnyStore> {
+        Ok(block_on(self.database().open(Some(progress_observer())))??)
     }
 }
 
@@ -50,47 +57,72 @@ pub(super) enum DbCmd {
     },
 }
 
-/// Drives one store future to completion on a single-threaded runtime.
-pub(super) fn block_on<F: Future>(future: F) -> Result<F::Output> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+/// The command's runtime: one for the whole process, because a PostgreSQL store's
+/// connections are tasks of the runtime that opened them.
+static RUNTIME: LazyLock<std::io::Result<tokio::runtime::Runtime>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
+});
+
+/// Drives one store future to completion on the command's runtime.
+pub(super) fn block_on<F: Future>(future: F) -> Result<F::Output> {
+    let rt = RUNTIME
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
     Ok(rt.block_on(future))
 }
 
 pub(super) fn run(cmd: DbCmd) -> Result<()> {
     match cmd {
         DbCmd::Migrate { db } => {
-            let path = db.path();
-            let applied = migrate(&path, &progress_options())?;
-            if applied.is_empty() {
-                println!(
-                    "{}: up to date (version {})",
-                    path.display(),
-                    latest_version()
-                );
+            let database = db.database();
+            let applied = block_on(migrate(&database))??;
+            if applied.0.is_empty() {
+                println!("{database}: up to date (version {})", applied.1);
             }
-            for m in applied {
-                println!(
-                    "{}: applied migration {:04} {}",
-                    path.display(),
-                    m.version,
-                    m.name
-                );
+            for m in applied.0 {
+                println!("{database}: applied migration {:04} {}", m.version, m.name);
             }
             Ok(())
         }
     }
 }
 
-/// Store options that show migration progress on stderr: a line when a migration starts,
+/// Opens `database` applying what it lacks: the migrations applied, and the version now.
+async fn migrate(
+    database: &Database,
+) -> Result<(Vec<crate::store::AppliedMigration>, u32), takt_core::store::StoreError> {
+    let applied = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = applied.clone();
+    let progress = progress_observer();
+    let observer = MigrationObserver::new(move |event| {
+        if let MigrationEvent::Finished(m, _) = event {
+            seen.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(crate::store::AppliedMigration {
+                    version: m.version,
+                    name: m.name,
+                });
+        }
+        progress.emit(event);
+    });
+    let store = database.open(Some(observer)).await?;
+    let version = store.schema_version().await?;
+    let applied = applied
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    Ok((applied, version))
+}
+
+/// A migration observer that shows progress on stderr: a line when a migration starts,
 /// the elapsed time while it runs (rewritten in place on a terminal, a line every few seconds
 /// otherwise, so logs of a service stay readable), and the time it took.
-pub(super) fn progress_options() -> SqliteOptions {
+pub(super) fn progress_observer() -> MigrationObserver {
     let tty = std::io::stderr().is_terminal();
     let next_line = AtomicU64::new(5);
-    let observer = MigrationObserver::new(move |event| match event {
+    MigrationObserver::new(move |event| match event {
         MigrationEvent::Started(m) => {
             next_line.store(5, Ordering::Relaxed);
             eprintln!("applying migration {:04}_{} …", m.version, m.name);
@@ -124,6 +156,5 @@ pub(super) fn progress_options() -> SqliteOptions {
                 elapsed.as_secs_f64()
             );
         }
-    });
-    SqliteOptions::default().with_migration_observer(observer)
+    })
 }

@@ -6,7 +6,6 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::config::{Config, DEFAULT_FILE};
-use crate::store::SqliteStore;
 
 /// Options of `takt init`.
 #[derive(Debug, Args)]
@@ -45,11 +44,16 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
         "created {} (files the clean-expired-tokens job looks at)",
         tokens.display()
     );
-    let store = SqliteStore::open(&config.database, &super::db::progress_options())?;
+    let version = super::db::block_on(async {
+        let store = config
+            .database
+            .open(Some(super::db::progress_observer()))
+            .await?;
+        store.schema_version().await
+    })??;
     println!(
-        "created the database {} (schema version {})",
-        config.database.display(),
-        store.schema_version()?
+        "created the database {} (schema version {version})",
+        config.database
     );
     if !has_examples(&plugin_dir) {
         println!(

@@ -16,7 +16,7 @@ use super::db::{DbArg, block_on};
 use super::table::Table;
 use crate::plugins::parse_handler_type;
 use crate::spec::{CalendarSpec, ScheduleSpec};
-use crate::store::SqliteStore;
+use crate::store::AnyStore;
 
 /// How many skipped occurrences (DST gaps) are walked past looking for a firing one; the
 /// scheduler's own bound.
@@ -355,7 +355,7 @@ fn opt_ts(t: Option<Timestamp>) -> String {
     t.map_or_else(|| "-".to_string(), |t| t.to_string())
 }
 
-fn load(store: &SqliteStore, name: &str) -> Result<JobDef> {
+fn load(store: &AnyStore, name: &str) -> Result<JobDef> {
     let key = JobName::new(name).map_err(|e| anyhow!("{e}"))?;
     block_on(store.job_get_by_name(&key))??.ok_or_else(|| anyhow!("no job named \"{name}\""))
 }

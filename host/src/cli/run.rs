@@ -18,7 +18,7 @@ use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
 use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle, SystemClock};
-use crate::store::SqliteStore;
+use crate::store::AnyStore;
 
 /// Options of `takt run`.
 #[derive(Debug, Args)]
@@ -50,17 +50,21 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
 async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     if let Some(dir) = config
         .database
-        .parent()
+        .sqlite_path()
+        .and_then(Path::parent)
         .filter(|d| !d.as_os_str().is_empty())
     {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
     }
-    let store = SqliteStore::open(&config.database, &super::db::progress_options())?;
+    let store = config
+        .database
+        .open(Some(super::db::progress_observer()))
+        .await?;
     println!(
         "takt {} on {} (node {}, capacity {}, config {})",
         env!("CARGO_PKG_VERSION"),
-        config.database.display(),
+        config.database,
         config.node_id,
         config.capacity,
         config.file.display()
@@ -238,7 +242,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         printer.started,
         if ended.is_empty() { "" } else { ", " },
         ended.join(", "),
-        config.database.display()
+        config.database
     );
     Ok(())
 }
@@ -263,8 +267,8 @@ fn exe_plugin(config: &Config) -> Result<takt_plugin_api::abi::PluginRef> {
 /// declares; refuses a file job whose name a CLI/API job already has.
 async fn sync_jobs(
     config: &Config,
-    store: &SqliteStore,
-    handle: &SchedulerHandle<SqliteStore>,
+    store: &AnyStore,
+    handle: &SchedulerHandle<AnyStore>,
     plugins: &PluginSet,
 ) -> Result<()> {
     let stored = store.job_list().await?;
@@ -281,7 +285,7 @@ async fn sync_jobs(
                  rename the job in the file, or remove the stored one (`takt job remove`)",
                 config.file.display(),
                 job.name,
-                config.database.display()
+                config.database
             ),
             Some(old) if same_definition(old, job) => unchanged += 1,
             Some(old) => {
@@ -325,7 +329,7 @@ async fn sync_jobs(
 }
 
 struct Printer {
-    store: SqliteStore,
+    store: AnyStore,
     /// The last log sequence number printed per run.
     log_seen: HashMap<RunId, u64>,
     /// Attempts ended, by recorded state.

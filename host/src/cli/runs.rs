@@ -12,7 +12,7 @@ use takt_core::store::{LogLine, RunFilter, Store};
 
 use super::db::{DbArg, block_on};
 use super::table::Table;
-use crate::store::SqliteStore;
+use crate::store::AnyStore;
 
 /// The widest error text shown in the table.
 const ERROR_CHARS: usize = 60;
@@ -173,16 +173,12 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
     Ok(())
 }
 
-fn get_run(store: &SqliteStore, id: RunId) -> Result<Run> {
+fn get_run(store: &AnyStore, id: RunId) -> Result<Run> {
     block_on(store.run_get(id))??.ok_or_else(|| anyhow!("no run with id {id}"))
 }
 
 /// Every log line after `after`, in order.
-fn read_lines(
-    store: &SqliteStore,
-    id: RunId,
-    mut after: Option<u64>,
-) -> Result<Vec<(u64, LogLine)>> {
+fn read_lines(store: &AnyStore, id: RunId, mut after: Option<u64>) -> Result<Vec<(u64, LogLine)>> {
     let mut out = Vec::new();
     loop {
         let page = block_on(store.log_list(id, after, LOG_PAGE))??;

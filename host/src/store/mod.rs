@@ -8,11 +8,13 @@
 //! The in-memory reference store lives in the core ([`takt_core::store::memory`]); every
 //! backend here passes the core's conformance suite ([`takt_core::store::conformance`]).
 
+pub mod any;
 pub mod migrate;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
 
+pub use any::{AnyStore, Database, is_postgres_url};
 pub use migrate::{
     AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, latest_version,
     migrate,

@@ -1,0 +1,257 @@
+//! [`Database`] — where a host's data lives, as configured — and [`AnyStore`], the store it
+//! opens: one type for the CLI and `takt run`, whichever backend the configuration names.
+//!
+//! An enum rather than `Box<dyn Store>`: the core's `Store` returns `impl Future`, so it is not
+//! object-safe, and an enum keeps every call statically dispatched.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::run::{NodeId, Progress, Run, RunId};
+use takt_core::store::{
+    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
+    Store, StoreResult,
+};
+
+use super::migrate::{AppliedMigration, MigrationObserver};
+use super::{PgOptions, PgStore, SqliteOptions, SqliteStore};
+
+/// Where the data lives: a SQLite file, or a PostgreSQL database (a connection string starting
+/// with `postgres://` or `postgresql://`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Database {
+    /// A SQLite file (created with its directory when missing).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database.
+    Postgres {
+        /// The connection string (may hold a password: never print it; see [`Database`]'s
+        /// `Display`).
+        url: String,
+        /// The schema for takt's tables (`None`: the login's default).
+        schema: Option<String>,
+        /// The connection pool's size.
+        pool_size: usize,
+    },
+}
+
+impl Database {
+    /// `text` as a database: a PostgreSQL URL, else a SQLite path (relative to `base`).
+    pub fn parse(text: &str, base: &Path) -> Database {
+        if is_postgres_url(text) {
+            Database::Postgres {
+                url: text.to_string(),
+                schema: None,
+                pool_size: PgOptions::new("").pool_size,
+            }
+        } else {
+            let p = PathBuf::from(text);
+            Database::Sqlite(if p.is_absolute() { p } else { base.join(p) })
+        }
+    }
+
+    /// The SQLite file, if this is one.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match self {
+            Database::Sqlite(p) => Some(p),
+            Database::Postgres { .. } => None,
+        }
+    }
+
+    /// Opens the store: creates a SQLite file (and its directory) or connects to PostgreSQL,
+    /// and applies missing migrations, reporting them to `observer`. Must run inside a tokio
+    /// runtime with I/O and time enabled (PostgreSQL connections are tasks of it).
+    pub async fn open(&self, observer: Option<MigrationObserver>) -> StoreResult<AnyStore> {
+        match self {
+            Database::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    // Best effort: opening reports a missing directory precisely.
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                let options = SqliteOptions {
+                    on_migration: observer,
+                    ..SqliteOptions::default()
+                };
+                Ok(AnyStore::Sqlite(SqliteStore::open(path, &options)?))
+            }
+            Database::Postgres {
+                url,
+                schema,
+                pool_size,
+            } => {
+                let mut options = PgOptions::new(url.clone()).with_pool_size(*pool_size);
+                options.schema.clone_from(schema);
+                options.on_migration = observer;
+                Ok(AnyStore::Postgres(PgStore::connect(&options).await?))
+            }
+        }
+    }
+}
+
+/// Whether `text` is a PostgreSQL connection URL.
+pub fn is_postgres_url(text: &str) -> bool {
+    let t = text.trim_start().to_ascii_lowercase();
+    t.starts_with("postgres://") || t.starts_with("postgresql://")
+}
+
+/// The URL without its password (`postgres://user:***@host/db`).
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+impl fmt::Display for Database {
+    /// The file, or the URL with its password replaced by `***` (and the schema, if any).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Database::Sqlite(p) => write!(f, "{}", p.display()),
+            Database::Postgres { url, schema, .. } => {
+                write!(f, "{}", redact(url))?;
+                match schema {
+                    Some(s) => write!(f, " (schema {s})"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// The store of a configured [`Database`].
+#[derive(Clone, Debug)]
+pub enum AnyStore {
+    /// A SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL database.
+    Postgres(PgStore),
+}
+
+impl AnyStore {
+    /// The database's schema version.
+    pub async fn schema_version(&self) -> StoreResult<u32> {
+        match self {
+            AnyStore::Sqlite(s) => s.schema_version(),
+            AnyStore::Postgres(s) => s.schema_version().await,
+        }
+    }
+
+    /// Applies the migrations the database lacks.
+    pub async fn migrate(&self) -> StoreResult<Vec<AppliedMigration>> {
+        match self {
+            AnyStore::Sqlite(s) => s.migrate(),
+            AnyStore::Postgres(s) => s.migrate().await,
+        }
+    }
+
+    /// The newest schema version this binary knows for this backend.
+    pub fn latest_version(&self) -> u32 {
+        match self {
+            AnyStore::Sqlite(_) => super::latest_version(),
+            AnyStore::Postgres(_) => super::pg_latest_version(),
+        }
+    }
+
+    /// The database's own clock where it has one that several nodes share (PostgreSQL);
+    /// `None` for an embedded file, whose clock is this machine's.
+    pub async fn database_now(&self) -> StoreResult<Option<Timestamp>> {
+        match self {
+            AnyStore::Sqlite(_) => Ok(None),
+            AnyStore::Postgres(s) => s.database_now().await.map(Some),
+        }
+    }
+}
+
+/// Forwards each `Store` method to the backend.
+macro_rules! forward {
+    ($( fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+        $(
+            async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                match self {
+                    AnyStore::Sqlite(s) => s.$name($($arg),*).await,
+                    AnyStore::Postgres(s) => s.$name($($arg),*).await,
+                }
+            }
+        )*
+    };
+}
+
+impl Store for AnyStore {
+    fn capabilities(&self) -> Capabilities {
+        match self {
+            AnyStore::Sqlite(s) => s.capabilities(),
+            AnyStore::Postgres(s) => s.capabilities(),
+        }
+    }
+
+    forward! {
+        fn job_insert(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef>;
+        fn job_update(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef>;
+        fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>>;
+        fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>>;
+        fn job_list(&self) -> StoreResult<Vec<JobDef>>;
+        fn job_delete(&self, id: JobId) -> StoreResult<()>;
+        fn job_set_enabled(&self, id: JobId, enabled: bool, now: Timestamp) -> StoreResult<JobDef>;
+        fn job_set_next_fire(
+            &self,
+            id: JobId,
+            expected: Option<Timestamp>,
+            new: Option<Timestamp>
+        ) -> StoreResult<()>;
+        fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>>;
+        fn next_due(&self) -> StoreResult<Option<Timestamp>>;
+        fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>>;
+        fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run>;
+        fn run_enqueue(&self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run>;
+        fn run_set_state_if_running(
+            &self,
+            id: RunId,
+            expected_attempt: u32,
+            finish: &RunFinish
+        ) -> StoreResult<Run>;
+        fn run_get(&self, id: RunId) -> StoreResult<Option<Run>>;
+        fn run_list(&self, filter: &RunFilter) -> StoreResult<Vec<Run>>;
+        fn lease_renew(&self, node: &NodeId, until: Timestamp, now: Timestamp) -> StoreResult<Vec<RunId>>;
+        fn run_recover_expired(&self, now: Timestamp, node: Option<&NodeId>) -> StoreResult<Vec<Run>>;
+        fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()>;
+        fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
+        fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
+        fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts>;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_paths() {
+        let base = Path::new("/etc/takt");
+        assert_eq!(
+            Database::parse("takt.db", base),
+            Database::Sqlite(PathBuf::from("/etc/takt/takt.db"))
+        );
+        assert_eq!(
+            Database::parse("/var/lib/t.db", base),
+            Database::Sqlite(PathBuf::from("/var/lib/t.db"))
+        );
+        let pg = Database::parse("postgresql://takt:s3cret@db:5432/mes?sslmode=disable", base);
+        assert!(matches!(pg, Database::Postgres { .. }));
+        let shown = pg.to_string();
+        assert_eq!(shown, "postgresql://takt:***@db:5432/mes?sslmode=disable");
+        assert!(!shown.contains("s3cret"));
+        assert_eq!(
+            redact("postgres://takt@db/mes"),
+            "postgres://takt@db/mes",
+            "no password, nothing to hide"
+        );
+    }
+}
