@@ -71,6 +71,11 @@ pub struct Config {
     pub timezone: String,
     /// How long a shutdown waits for running runs before cancelling them.
     pub grace: Duration,
+    /// How long a claimed run's lease lasts before another node may recover it (default 60 s).
+    pub lease: Duration,
+    /// How often this node renews its leases and heartbeats (default 30 s; less than half
+    /// the lease).
+    pub renew_every: Duration,
     /// Keep this many days of finished runs: declares the retention job (see
     /// [`crate::builtin`]) among [`Config::jobs`]; none when unset.
     pub retention_days: Option<u32>,
@@ -99,6 +104,8 @@ struct FileConfig {
     capacity: Option<usize>,
     timezone: Option<String>,
     grace: Option<String>,
+    lease: Option<String>,
+    renew_every: Option<String>,
     retention_days: Option<u32>,
     #[serde(default)]
     plugins: PluginsSection,
@@ -346,6 +353,34 @@ impl Config {
             })?),
             None => Duration::from_secs(10),
         };
+        let duration = |key: &str, v: &Option<String>, default: u64| match v {
+            Some(g) => match parse_duration(g) {
+                Ok(0) => Err(err(key, format!("\"{g}\" is zero; give at least 1s"))),
+                Ok(secs) => Ok(Duration::from_secs(secs)),
+                Err(e) => Err(err(
+                    key,
+                    format!("\"{g}\": {e}; write a duration such as \"60s\""),
+                )),
+            },
+            None => Ok(Duration::from_secs(default)),
+        };
+        let lease = duration("lease", &raw.lease, 60)?;
+        let renew_every = duration("renew_every", &raw.renew_every, 30)?;
+        if renew_every.saturating_mul(2) > lease {
+            return Err(err(
+                if raw.renew_every.is_some() {
+                    "renew_every"
+                } else {
+                    "lease"
+                },
+                format!(
+                    "renew_every ({}s) must be at most half the lease ({}s), so that one late \
+                     renewal does not lose a lease; shorten renew_every or lengthen lease",
+                    renew_every.as_secs(),
+                    lease.as_secs()
+                ),
+            ));
+        }
         let mut jobs = Vec::with_capacity(raw.jobs.len());
         for (i, entry) in raw.jobs.into_iter().enumerate() {
             let key = format!("jobs[{i}]");
@@ -394,6 +429,8 @@ impl Config {
             capacity,
             timezone,
             grace,
+            lease,
+            renew_every,
             retention_days: raw.retention_days,
             pins: raw.plugins.pins,
             require_pins: raw.plugins.require_pins,

@@ -17,8 +17,8 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
 use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
-use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle, SystemClock};
-use crate::store::AnyStore;
+use crate::scheduler::{OffsetClock, Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle};
+use crate::store::{AnyStore, NodeInfo};
 
 /// Options of `takt run`.
 #[derive(Debug, Args)]
@@ -138,14 +138,53 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     });
     let mut sched_config = SchedulerConfig::new(NodeId(config.node_id.clone()));
     sched_config.capacity = config.capacity;
+    sched_config.lease = config.lease;
+    sched_config.renew_every = config.renew_every;
+    let clock = Arc::new(OffsetClock::new(test_clock_skew()?));
+    let node = NodeInfo {
+        id: config.node_id.clone(),
+        host_name: crate::config::host_name(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        capacity: config.capacity,
+        tags: Vec::new(),
+    };
+    if let Some(offset) = sync_clock(&store, &clock).await? {
+        println!(
+            "scheduling by the database clock: it is {} ms {} this node's",
+            offset.as_millis().abs(),
+            if offset.is_negative() {
+                "behind"
+            } else {
+                "ahead of"
+            }
+        );
+    }
+    store.node_heartbeat(&node).await?;
     let scheduler = Scheduler::new(
         sched_config,
         store.clone(),
         plugins.clone(),
         executor,
-        Arc::new(SystemClock),
+        clock.clone(),
     );
     let handle = scheduler.start().await?;
+    // The node's heartbeat and the clock offset, refreshed with the lease renewals; a failure
+    // is reported and tried again next time (the loop reports its own store errors).
+    let keeper = {
+        let (store, clock, node) = (store.clone(), clock.clone(), node.clone());
+        let every = config.renew_every;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = sync_clock(&store, &clock).await {
+                    tracing::warn!("cannot read the database clock: {e}");
+                }
+                if let Err(e) = store.node_heartbeat(&node).await {
+                    println!("heartbeat of node {} failed: {e}", node.id);
+                }
+            }
+        })
+    };
     let mut events = handle.subscribe();
 
     if let Err(e) = sync_jobs(&config, &store, &handle, &plugins).await {
@@ -228,6 +267,10 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     }
     let left = config.grace.saturating_sub(drain_start.elapsed());
     handle.shutdown(left.max(Duration::from_secs(1))).await;
+    keeper.abort();
+    if let Err(e) = store.node_stopped(&config.node_id).await {
+        println!("cannot record the stop of node {}: {e}", config.node_id);
+    }
     while let Ok(ev) = events.try_recv() {
         printer.print(&ev, &mut names).await;
     }
@@ -245,6 +288,39 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         config.database
     );
     Ok(())
+}
+
+/// `TAKT_TEST_CLOCK_SKEW` (seconds, may be negative): shifts this process's clock, so a test
+/// can run a node whose clock is wrong and check that the database clock overrides it.
+fn test_clock_skew() -> Result<jiff::SignedDuration> {
+    match std::env::var("TAKT_TEST_CLOCK_SKEW") {
+        Ok(v) if !v.trim().is_empty() => {
+            let secs: i64 = v.trim().parse().map_err(|_| {
+                anyhow::anyhow!("TAKT_TEST_CLOCK_SKEW=\"{v}\" is not a whole number of seconds")
+            })?;
+            Ok(jiff::SignedDuration::from_secs(secs))
+        }
+        _ => Ok(jiff::SignedDuration::ZERO),
+    }
+}
+
+/// Measures the database clock against this node's and sets `clock`'s offset to it (halfway
+/// through the round trip). `None` for an embedded database, whose clock is this machine's.
+async fn sync_clock(
+    store: &AnyStore,
+    clock: &OffsetClock,
+) -> Result<Option<jiff::SignedDuration>, takt_core::store::StoreError> {
+    let before = clock.local_now();
+    let Some(db) = store.database_now().await? else {
+        return Ok(None);
+    };
+    let after = clock.local_now();
+    let mid = before
+        .checked_add(after.duration_since(before) / 2)
+        .unwrap_or(after);
+    let offset = db.duration_since(mid);
+    clock.set_offset(offset);
+    Ok(Some(offset))
 }
 
 /// The built-in external-program executor (`exe::run`), compiled in, with the allowlist of

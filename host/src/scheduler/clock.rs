@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use tokio::sync::watch;
 
 /// A boxed future that completes when a clock reaches an instant.
@@ -33,6 +33,75 @@ impl Clock for SystemClock {
             // Re-check after waking: the wall clock may have been stepped back meanwhile.
             loop {
                 let left = at.duration_since(Timestamp::now());
+                match Duration::try_from(left) {
+                    Ok(d) if !d.is_zero() => tokio::time::sleep(d).await,
+                    _ => return,
+                }
+            }
+        })
+    }
+}
+
+/// The system clock shifted by an offset that can change while it runs: a node on a shared
+/// database schedules by the database's clock (seed 000 §7: "the database's clock, not a
+/// node's, decides what is due"), so a node whose own clock is off by an hour neither fires
+/// early, nor skips fires as misfires, nor lets leases look expired to the others.
+///
+/// The host measures the offset against the database ([`OffsetClock::set_offset`]) at start
+/// and again periodically; between measurements the node's clock rate is trusted.
+#[derive(Debug, Default)]
+pub struct OffsetClock {
+    /// Milliseconds added to the system clock.
+    offset_ms: std::sync::atomic::AtomicI64,
+    /// A fixed error added to the system clock before the offset: a test's way to play a node
+    /// whose clock is wrong (`TAKT_TEST_CLOCK_SKEW`), which the offset must then cancel.
+    skew_ms: i64,
+}
+
+impl OffsetClock {
+    /// A clock reading the system clock plus `skew` (zero outside tests), with no offset yet.
+    pub fn new(skew: SignedDuration) -> OffsetClock {
+        OffsetClock {
+            offset_ms: std::sync::atomic::AtomicI64::new(0),
+            skew_ms: i64::try_from(skew.as_millis()).unwrap_or(0),
+        }
+    }
+
+    /// This node's own reading (system clock plus skew), before the offset.
+    pub fn local_now(&self) -> Timestamp {
+        shift(Timestamp::now(), self.skew_ms)
+    }
+
+    /// Sets the offset: from now on [`Clock::now`] is the local reading plus `offset`.
+    pub fn set_offset(&self, offset: SignedDuration) {
+        let ms = i64::try_from(offset.as_millis()).unwrap_or(0);
+        self.offset_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The offset in use.
+    pub fn offset(&self) -> SignedDuration {
+        SignedDuration::from_millis(self.offset_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+fn shift(t: Timestamp, ms: i64) -> Timestamp {
+    t.checked_add(SignedDuration::from_millis(ms)).unwrap_or(t)
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> Timestamp {
+        shift(
+            self.local_now(),
+            self.offset_ms.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    fn sleep_until(&self, at: Timestamp) -> Sleep<'_> {
+        Box::pin(async move {
+            // Re-check after waking: the offset (or the wall clock) may have moved meanwhile.
+            loop {
+                let left = at.duration_since(self.now());
                 match Duration::try_from(left) {
                     Ok(d) if !d.is_zero() => tokio::time::sleep(d).await,
                     _ => return,

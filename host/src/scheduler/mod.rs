@@ -65,7 +65,7 @@
 mod clock;
 mod sink;
 
-pub use clock::{Clock, Sleep, SystemClock, TestClock};
+pub use clock::{Clock, OffsetClock, Sleep, SystemClock, TestClock};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,8 +103,12 @@ pub struct SchedulerConfig {
     pub node: NodeId,
     /// The most runs this node runs at once (0 is read as 1).
     pub capacity: usize,
-    /// How long a claim holds a run; renewed every third of it.
+    /// How long a claim holds a run before another node may recover it (seed 000 §7: 60 s).
     pub lease: Duration,
+    /// How often this node renews its leases (seed 000 §7: every 30 s) and recovers other
+    /// nodes' expired ones. Clamped below `lease / 2`, so that one late renewal never loses a
+    /// lease.
+    pub renew_every: Duration,
     /// Real-time upper bound on a sleep, for changes made by other nodes; clamped to
     /// [`MIN_SAFETY_POLL`]..=[`MAX_SAFETY_POLL`].
     pub safety_poll: Duration,
@@ -113,12 +117,14 @@ pub struct SchedulerConfig {
 }
 
 impl SchedulerConfig {
-    /// Defaults for `node`: capacity 8, 30 s lease, 1 s safety poll, batches of 32.
+    /// Defaults for `node`: capacity 8, 60 s lease renewed every 30 s (seed 000 §7; clamped
+    /// to just under half the lease), 1 s safety poll, batches of 32.
     pub fn new(node: NodeId) -> SchedulerConfig {
         SchedulerConfig {
             node,
             capacity: 8,
-            lease: Duration::from_secs(30),
+            lease: Duration::from_secs(60),
+            renew_every: Duration::from_secs(30),
             safety_poll: Duration::from_secs(1),
             claim_batch: 32,
         }
@@ -194,6 +200,10 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             capacity: config.capacity.max(1),
             claim_batch: config.claim_batch.max(1),
             safety_poll: config.safety_poll.clamp(MIN_SAFETY_POLL, MAX_SAFETY_POLL),
+            renew_every: config
+                .renew_every
+                .min(config.lease.mul_f64(0.45))
+                .max(Duration::from_millis(100)),
             ..config
         };
         Scheduler {
@@ -510,7 +520,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
             renew(&shared, now).await;
             recover_expired(&shared, now).await;
             next_renew = now
-                .checked_add(shared.config.lease / 3)
+                .checked_add(shared.config.renew_every)
                 .unwrap_or(Timestamp::MAX);
         }
         let paused = shared.paused.load(Ordering::SeqCst);

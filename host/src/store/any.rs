@@ -16,6 +16,7 @@ use takt_core::store::{
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
+use super::postgres::NodeInfo;
 use super::{PgOptions, PgStore, SqliteOptions, SqliteStore};
 
 /// Where the data lives: a SQLite file, or a PostgreSQL database (a connection string starting
@@ -157,6 +158,23 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(_) => super::latest_version(),
             AnyStore::Postgres(_) => super::pg_latest_version(),
+        }
+    }
+
+    /// Records that `node` is alive where the database keeps a node table (PostgreSQL); an
+    /// embedded file has only this node.
+    pub async fn node_heartbeat(&self, node: &NodeInfo) -> StoreResult<()> {
+        match self {
+            AnyStore::Sqlite(_) => Ok(()),
+            AnyStore::Postgres(s) => s.node_heartbeat(node).await,
+        }
+    }
+
+    /// Records a clean stop of node `id` (see [`AnyStore::node_heartbeat`]).
+    pub async fn node_stopped(&self, id: &str) -> StoreResult<()> {
+        match self {
+            AnyStore::Sqlite(_) => Ok(()),
+            AnyStore::Postgres(s) => s.node_stopped(id).await,
         }
     }
 

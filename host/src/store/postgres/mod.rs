@@ -56,6 +56,21 @@ use super::migrate::{AppliedMigration, MigrationObserver};
 use super::rows::{JobRow, RunRow, corrupt, to_i64};
 pub use migrate::{PG_MIGRATIONS, pg_latest_version};
 
+/// A host node as it registers itself in the `nodes` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// The configured node id.
+    pub id: String,
+    /// The machine's name.
+    pub host_name: String,
+    /// The takt version it runs.
+    pub version: String,
+    /// The most runs it runs at once.
+    pub capacity: usize,
+    /// The node tags it serves.
+    pub tags: Vec<String>,
+}
+
 /// How a [`PgStore`] connects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -656,6 +671,45 @@ impl PgStore {
             Timestamp::try_from(t).map_err(|e| {
                 StoreError::other(format!("the database clock is out of range: {e}")).into()
             })
+        })
+        .await
+    }
+
+    /// Records that `node` is alive (registering it on its first call): its host name,
+    /// version, capacity and tags, with the database's time as its heartbeat.
+    pub async fn node_heartbeat(&self, node: &NodeInfo) -> StoreResult<()> {
+        let capacity = i32::try_from(node.capacity).unwrap_or(i32::MAX);
+        let tags = serde_json::to_string(&node.tags).unwrap_or_else(|_| "[]".into());
+        self.retrying("recording a heartbeat", || async {
+            let client = self.client("recording a heartbeat").await?;
+            client
+                .execute(
+                    "INSERT INTO nodes (id, host_name, version, capacity, tags, started_at, \
+                     heartbeat_at) VALUES ($1, $2, $3, $4, $5, now(), now()) \
+                     ON CONFLICT (id) DO UPDATE SET host_name = EXCLUDED.host_name, \
+                       version = EXCLUDED.version, capacity = EXCLUDED.capacity, \
+                       tags = EXCLUDED.tags, heartbeat_at = now(), \
+                       started_at = CASE WHEN nodes.stopped_at IS NOT NULL \
+                                         THEN now() ELSE nodes.started_at END, \
+                       stopped_at = NULL",
+                    &[&node.id, &node.host_name, &node.version, &capacity, &tags],
+                )
+                .await
+                .map_err(|e| pg(&self.shown, "recording a heartbeat", e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records a clean stop of node `id`.
+    pub async fn node_stopped(&self, id: &str) -> StoreResult<()> {
+        self.retrying("recording a node stop", || async {
+            let client = self.client("recording a node stop").await?;
+            client
+                .execute("UPDATE nodes SET stopped_at = now() WHERE id = $1", &[&id])
+                .await
+                .map_err(|e| pg(&self.shown, "recording a node stop", e))?;
+            Ok(())
         })
         .await
     }
