@@ -17,8 +17,11 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
 use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
-use crate::scheduler::{OffsetClock, Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle};
+use crate::scheduler::{
+    OffsetClock, Scheduler, SchedulerConfig, SchedulerError, SchedulerEvent, SchedulerHandle,
+};
 use crate::store::{AnyStore, NodeInfo};
+use takt_core::store::StoreErrorKind;
 
 /// Options of `takt run`.
 #[derive(Debug, Args)]
@@ -352,10 +355,15 @@ async fn sync_jobs(
     let (mut added, mut updated, mut unchanged, mut disabled) = (0, 0, 0, 0);
     for job in &config.jobs {
         match by_name.get(job.name.as_str()) {
-            None => {
-                handle.add_job(job.clone()).await?;
-                added += 1;
-            }
+            None => match handle.add_job(job.clone()).await {
+                Ok(_) => added += 1,
+                // Nodes starting together on one database sync the same file: the one that
+                // inserts first wins the name, the others find the job there.
+                Err(SchedulerError::Store(e)) if e.kind() == StoreErrorKind::Conflict => {
+                    unchanged += 1;
+                }
+                Err(e) => return Err(e.into()),
+            },
             Some(old) if old.application.as_deref() != Some(CONFIG_APPLICATION) => bail!(
                 "{}: job \"{}\" already exists in {} and was not declared in a config file; \
                  rename the job in the file, or remove the stored one (`takt job remove`)",
@@ -368,8 +376,14 @@ async fn sync_jobs(
                 let mut new = job.clone();
                 new.id = old.id;
                 new.version = old.version;
-                handle.update_job(new).await?;
-                updated += 1;
+                match handle.update_job(new).await {
+                    Ok(_) => updated += 1,
+                    // Another node starting with the same file updated it first.
+                    Err(SchedulerError::Store(e)) if e.kind() == StoreErrorKind::Conflict => {
+                        unchanged += 1;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         if crate::builtin::is_builtin(&job.handler_type) {

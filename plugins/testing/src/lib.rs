@@ -45,6 +45,11 @@ fn plugin() -> Plugin {
         .handler("echo", "returns its params and the facts of the run", echo)
         .handler("noop", "does nothing (measures the cost of a call)", noop)
         .handler(
+            "record",
+            "appends the run's job and fire time to a file, then sleeps a while",
+            record,
+        )
+        .handler(
             "straggler",
             "leaves a thread behind that keeps using the context after the call",
             straggler,
@@ -281,6 +286,46 @@ fn echo(ctx: &JobContext, params: Value) -> Result<Echo, JobError> {
         attempt: ctx.attempt(),
         fire_time_unix_ms: unix_ms(ctx.fire_time()),
     })
+}
+
+/// Params of `record`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RecordParams {
+    /// The file to append to (created if missing).
+    path: String,
+    /// How long to sleep after recording (interruptibly).
+    #[serde(default)]
+    sleep_ms: u64,
+}
+
+/// `testing::record`: params `{ "path": "...", "sleepMs": 0 }`. Appends one line
+/// `<job id> <fire time ms> <run id> <attempt> <pid>` to `path`, then sleeps `sleepMs`.
+///
+/// The multi-node tests count body executions with it, independently of what the store
+/// recorded: the file is opened in append mode and each line is one `write`, so lines of
+/// concurrent processes never interleave.
+fn record(ctx: &JobContext, p: RecordParams) -> Result<(), JobError> {
+    use std::io::Write;
+    let line = format!(
+        "{} {} {} {} {}\n",
+        ctx.job_id(),
+        unix_ms(ctx.fire_time()),
+        ctx.run_id(),
+        ctx.attempt(),
+        std::process::id()
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&p.path)
+        .map_err(|e| JobError::failed(format!("cannot open {}: {e}", p.path)))?;
+    f.write_all(line.as_bytes())
+        .map_err(|e| JobError::failed(format!("cannot append to {}: {e}", p.path)))?;
+    if p.sleep_ms > 0 {
+        ctx.sleep(Duration::from_millis(p.sleep_ms))?;
+    }
+    Ok(())
 }
 
 /// Milliseconds since the Unix epoch (negative before it), saturating.
