@@ -128,6 +128,8 @@ async fn main() -> anyhow::Result<()> {
                 );
                 finished += 1;
             }
+            // The database went away or came back (and kinds added later).
+            other => println!("{other:?}"),
         }
     }
     host.shutdown(Duration::from_secs(5)).await;

@@ -785,6 +785,7 @@ async fn overlap_cancel_running_stops_the_old_run_and_starts_the_new_fire() {
             SchedulerEvent::Finished {
                 fire_time, state, ..
             } => finished = Some((fire_time, state)),
+            other => panic!("unexpected event {other:?}"),
         }
     }
     assert_eq!(started, Some(at(20)));

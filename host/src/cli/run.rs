@@ -446,6 +446,23 @@ impl Printer {
                 attempt,
                 state,
             } => (*run, *job, *fire_time, *attempt, Some(*state)),
+            SchedulerEvent::StoreUnavailable { error } => {
+                println!(
+                    "{}  database unavailable: {error}; runs that end meanwhile are kept and \
+                     recorded when it is back; retrying",
+                    short_time(Timestamp::now())
+                );
+                return;
+            }
+            SchedulerEvent::StoreRecovered { down_for } => {
+                println!(
+                    "{}  database back after {:.1}s; fires that fell due meanwhile follow \
+                     their misfire policy",
+                    short_time(Timestamp::now()),
+                    down_for.as_secs_f64()
+                );
+                return;
+            }
         };
         if !names.contains_key(&job)
             && let Ok(Some(j)) = self.store.job_get(job).await

@@ -149,8 +149,10 @@ pub enum SchedulerError {
     NoId(JobName),
 }
 
-/// What happened to a run, for subscribers ([`SchedulerHandle::subscribe`]).
+/// What happened to a run, or to the node's database, for subscribers
+/// ([`SchedulerHandle::subscribe`]). More kinds may come: match with a wildcard arm.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchedulerEvent {
     /// This node claimed the run and starts executing it.
     Started {
@@ -176,6 +178,65 @@ pub enum SchedulerEvent {
         /// The recorded state: final, or `Pending` when a retry is scheduled.
         state: RunState,
     },
+    /// The database stopped answering (seed 000 §6.4): the loop keeps running, retries with
+    /// backoff, keeps the outcomes of runs that end meanwhile until they can be recorded, and
+    /// handles what fell due per each job's misfire policy once the database is back.
+    StoreUnavailable {
+        /// The first error.
+        error: String,
+    },
+    /// The database answers again after [`SchedulerEvent::StoreUnavailable`].
+    StoreRecovered {
+        /// How long it was away (from the first failed call to the first good pass).
+        down_for: Duration,
+    },
+}
+
+/// The longest pause between passes while the database is away.
+const OUTAGE_BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+/// The loop's view of the database's health: consecutive failed passes and since when.
+#[derive(Default)]
+struct Outage {
+    since: Option<(Timestamp, std::time::Instant)>,
+    failed_passes: u32,
+}
+
+impl Outage {
+    /// Records the end of a pass with `error` (the first store error of the pass, if any);
+    /// returns how long to pause before the next pass when the pass failed.
+    fn pass<S>(
+        &mut self,
+        shared: &Shared<S>,
+        now: Timestamp,
+        error: Option<String>,
+    ) -> Option<Duration> {
+        match error {
+            Some(error) => {
+                if self.since.is_none() {
+                    self.since = Some((now, std::time::Instant::now()));
+                    tracing::warn!("the database is unavailable: {error}; retrying with backoff");
+                    let _ = shared
+                        .events
+                        .send(SchedulerEvent::StoreUnavailable { error });
+                }
+                self.failed_passes = self.failed_passes.saturating_add(1);
+                let exp = self.failed_passes.min(5) - 1;
+                Some((Duration::from_millis(500) * (1 << exp)).min(OUTAGE_BACKOFF_MAX))
+            }
+            None => {
+                if let Some((_, at)) = self.since.take() {
+                    let down_for = at.elapsed();
+                    tracing::warn!("the database is back after {down_for:?}");
+                    let _ = shared
+                        .events
+                        .send(SchedulerEvent::StoreRecovered { down_for });
+                }
+                self.failed_passes = 0;
+                None
+            }
+        }
+    }
 }
 
 /// The scheduling loop, before it starts.
@@ -243,6 +304,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             paused: AtomicBool::new(false),
             shutdown_grace: Mutex::new(Duration::ZERO),
             running: Mutex::new(HashMap::new()),
+            finishing: std::sync::atomic::AtomicUsize::new(0),
         });
         let task = tokio::spawn(run_loop(shared.clone()));
         Ok(SchedulerHandle {
@@ -266,6 +328,9 @@ struct Shared<S> {
     shutdown_grace: Mutex<Duration>,
     /// This node's runs in flight.
     running: Mutex<HashMap<RunId, InFlight>>,
+    /// Runs that ended on this node whose outcome is not recorded yet (the database is away):
+    /// their leases are still renewed, so that no other node recovers and re-runs them.
+    finishing: std::sync::atomic::AtomicUsize,
 }
 
 /// A run this node is executing.
@@ -513,26 +578,41 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
 async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
     let mut runs = JoinSet::new();
     let mut next_renew = shared.clock.now();
+    let mut outage = Outage::default();
     while !shared.stopping.load(Ordering::SeqCst) {
         while runs.try_join_next().is_some() {}
         let now = shared.clock.now();
+        // The first store error of this pass (the outage report names it).
+        let mut error: Option<String> = None;
         if now >= next_renew {
-            renew(&shared, now).await;
-            recover_expired(&shared, now).await;
-            next_renew = now
-                .checked_add(shared.config.renew_every)
-                .unwrap_or(Timestamp::MAX);
+            let renewed = renew(&shared, now).await;
+            let recovered = recover_expired(&shared, now).await;
+            error = renewed.err().or(recovered.err());
+            if error.is_none() {
+                next_renew = now
+                    .checked_add(shared.config.renew_every)
+                    .unwrap_or(Timestamp::MAX);
+            }
         }
         let paused = shared.paused.load(Ordering::SeqCst);
         let mut progressed = false;
-        if !paused {
+        if !paused && error.is_none() {
             progressed = match prepare(&shared, now).await {
                 Ok(changed) => changed,
                 Err(e) => {
-                    tracing::warn!("scheduling pass could not prepare due jobs: {e}");
+                    error = Some(format!("preparing due jobs: {e}"));
                     false
                 }
             };
+        }
+        if let Some(pause) = outage.pass(&shared, now, error.take()) {
+            // The database is away: nothing below would work either. Pause (a shutdown still
+            // wakes the loop), then try the whole pass again.
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = shared.notify.notified() => {}
+            }
+            continue;
         }
         if progressed {
             // Prepare moved or recorded fires: the jobs now at the top of the claim order
@@ -559,7 +639,10 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
                         spawn_run(&shared, &mut runs, c);
                     }
                 }
-                Err(e) => tracing::warn!("claiming due runs failed: {e}"),
+                Err(e) => {
+                    tracing::warn!("claiming due runs failed: {e}");
+                    error = Some(format!("claiming due runs: {e}"));
+                }
             }
         }
         if shared.stopping.load(Ordering::SeqCst) {
@@ -568,10 +651,17 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
         let due = match shared.store.next_due().await {
             Ok(due) => due,
             Err(e) => {
-                tracing::warn!("cannot read the next due time: {e}");
+                error.get_or_insert(format!("reading the next due time: {e}"));
                 None
             }
         };
+        if let Some(pause) = outage.pass(&shared, now, error.take()) {
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = shared.notify.notified() => {}
+            }
+            continue;
+        }
         let has_free = !paused && shared.running_count() < shared.config.capacity;
         if progressed && has_free && due.is_some_and(|d| d <= shared.clock.now()) {
             // More is due right now (a backlog, a second fire of a catch-up): pass again.
@@ -602,14 +692,14 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
     }
 }
 
-/// Renews this node's leases (when it holds any).
-async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) {
-    let held = shared.running_count();
+/// Renews this node's leases (when it holds any, or has outcomes waiting to be recorded).
+async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<(), String> {
+    let held = shared.running_count() + shared.finishing.load(Ordering::SeqCst);
     if held == 0 {
-        return;
+        return Ok(());
     }
     let Ok(until) = now.checked_add(shared.config.lease) else {
-        return;
+        return Ok(());
     };
     let renewed = match shared
         .store
@@ -617,10 +707,7 @@ async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) {
         .await
     {
         Ok(renewed) => renewed,
-        Err(e) => {
-            tracing::warn!("lease renewal failed: {e}");
-            return;
-        }
+        Err(e) => return Err(format!("renewing leases: {e}")),
     };
     // A run we execute whose lease was not renewed has been recovered by another node (or
     // by our own recovery after the loop stalled past the lease): its record is already
@@ -649,11 +736,12 @@ async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) {
             )
             .await;
     }
+    Ok(())
 }
 
 /// Recovers runs of any node whose lease expired (a node that died or lost the database):
 /// each fails with [`takt_core::run::LEASE_EXPIRED`] and is retried per its job's policy.
-async fn recover_expired<S: Store>(shared: &Shared<S>, now: Timestamp) {
+async fn recover_expired<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<(), String> {
     match shared.store.run_recover_expired(now, None).await {
         Ok(runs) if !runs.is_empty() => {
             tracing::warn!(
@@ -662,9 +750,10 @@ async fn recover_expired<S: Store>(shared: &Shared<S>, now: Timestamp) {
                 runs.len()
             );
             shared.notify.notify_one();
+            Ok(())
         }
-        Ok(_) => {}
-        Err(e) => tracing::warn!("recovering expired leases failed: {e}"),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("recovering expired leases: {e}")),
     }
 }
 
@@ -959,16 +1048,75 @@ async fn execute<S: Store + Clone + 'static>(
     if elapsed.is_some() {
         finish.elapsed = elapsed;
     }
-    match shared
-        .store
-        .run_set_state_if_running(id, attempt, &finish)
-        .await
-    {
-        Ok(stored) => Some(stored.state),
-        Err(e) => {
-            tracing::warn!("cannot record the end of run {id} attempt {attempt}: {e}");
-            None
+    record_finish(shared, id, attempt, &finish).await
+}
+
+/// Records the end of an attempt. While the database is away (a transient error) the outcome
+/// is kept and retried with backoff, and the run's lease is still renewed (it counts in
+/// `finishing`), so no other node takes it for lost and runs it again; once recorded it is
+/// final. A shutdown stops waiting after its grace period: the run then stays `running` until
+/// its lease expires and it is recovered like any lost run.
+async fn record_finish<S: Store>(
+    shared: &Shared<S>,
+    id: RunId,
+    attempt: u32,
+    finish: &RunFinish,
+) -> Option<RunState> {
+    let mut pause = Duration::from_millis(200);
+    let mut waiting_since: Option<std::time::Instant> = None;
+    let guard = FinishingGuard::new(&shared.finishing);
+    let result = loop {
+        match shared
+            .store
+            .run_set_state_if_running(id, attempt, finish)
+            .await
+        {
+            Ok(stored) => break Some(stored.state),
+            Err(e) if e.is_retryable() => {
+                let since = *waiting_since.get_or_insert_with(std::time::Instant::now);
+                let grace = *shared
+                    .shutdown_grace
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if shared.stopping.load(Ordering::SeqCst) && since.elapsed() >= grace {
+                    tracing::warn!(
+                        "gave up recording the end of run {id} attempt {attempt} at shutdown \
+                         ({e}); its lease expires and it is recovered like a lost run"
+                    );
+                    break None;
+                }
+                if pause == Duration::from_millis(200) {
+                    tracing::warn!(
+                        "cannot record the end of run {id} attempt {attempt} yet ({e}); \
+                         keeping it and retrying"
+                    );
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(OUTAGE_BACKOFF_MAX);
+            }
+            Err(e) => {
+                tracing::warn!("cannot record the end of run {id} attempt {attempt}: {e}");
+                break None;
+            }
         }
+    };
+    drop(guard);
+    result
+}
+
+/// Counts a run in `finishing` while its outcome waits to be recorded.
+struct FinishingGuard<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> FinishingGuard<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::SeqCst);
+        FinishingGuard(n)
+    }
+}
+
+impl Drop for FinishingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
