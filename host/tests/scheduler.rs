@@ -81,7 +81,13 @@ impl Harness {
         });
         let dyn_clock: Arc<dyn Clock> = clock.clone();
         let handle = Scheduler::new(
-            SchedulerConfig::new(node()),
+            {
+                // The tests below count in these: a 30 s lease renewed every 10 s of clock.
+                let mut c = SchedulerConfig::new(node());
+                c.lease = Duration::from_secs(30);
+                c.renew_every = Duration::from_secs(10);
+                c
+            },
             store.clone(),
             plugins(),
             executor,
