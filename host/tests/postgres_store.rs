@@ -14,11 +14,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use takt_core::Timestamp;
+use takt_core::job::JobDef;
 use takt_core::job::JobId;
 use takt_core::run::NodeId;
+use takt_core::run::RunState;
 use takt_core::store::conformance::{self, seed_every_minute_jobs};
 use takt_core::store::{ClaimParams, Store, StoreErrorKind};
+use takt_host::embed::HostBuilder;
+use takt_host::scheduler::{SchedulerConfig, SchedulerEvent};
 use takt_host::store::{PgOptions, PgStore, pg_latest_version};
+use takt_plugin_api::sdk::{JobContext, Plugin};
+use takt_plugin_api::static_plugin;
 
 fn url() -> Option<String> {
     common::backend_url("postgres", "TAKT_TEST_PG_URL")
@@ -216,5 +222,61 @@ fn bad_connection_strings_and_unreachable_servers_are_reported() {
             "{err}"
         );
         assert!(!err.to_string().contains("password"), "{err}");
+    });
+}
+
+/// A node sleeping towards its safety poll (60 s here) starts a job another process adds at
+/// once: the adding store notifies, the node's listener wakes its loop.
+#[test]
+fn notify_wakes_a_sleeping_node_for_another_process_s_job() {
+    let Some(url) = url() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let node_store = schemas.open(&schema).await;
+        let plugin = static_plugin!(|| Plugin::new("wake").handler(
+            "noop",
+            "does nothing",
+            |_: &JobContext, (): ()| Ok(())
+        ))
+        .expect("plugin");
+        let mut config = SchedulerConfig::new(NodeId("listener".into()));
+        config.safety_poll = Duration::from_secs(60);
+        let host = HostBuilder::new(node_store.clone())
+            .static_plugin(plugin)
+            .scheduler_config(config)
+            .start()
+            .await
+            .expect("host");
+        let mut events = host.subscribe();
+        let listener = {
+            let handle = host.handle().clone();
+            node_store.listen(move || handle.wake())
+        };
+        // Let the loop go to sleep, with nothing scheduled.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+
+        // "Another process": its own pool, a job due now.
+        let other = schemas.open(&schema).await;
+        let mut job = JobDef::new("from-elsewhere", "wake::noop").expect("job");
+        let now = Timestamp::now();
+        job.next_fire = Some(now);
+        let added = std::time::Instant::now();
+        other.job_insert(&job, now).await.expect("insert");
+        let state = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Ok(SchedulerEvent::Finished { state, .. }) = events.recv().await {
+                    return state;
+                }
+            }
+        })
+        .await
+        .expect("the sleeping node ran the job well before its 60 s safety poll");
+        assert_eq!(state, RunState::Succeeded);
+        eprintln!("woken and ran after {:?}", added.elapsed());
+        listener.abort();
+        host.shutdown(Duration::from_secs(1)).await;
+        schemas.drop_all().await;
     });
 }

@@ -171,6 +171,10 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         clock.clone(),
     );
     let handle = scheduler.start().await?;
+    let listener = {
+        let handle = handle.clone();
+        store.listen(move || handle.wake())
+    };
     // The node's heartbeat and the clock offset, refreshed with the lease renewals; a failure
     // is reported and tried again next time (the loop reports its own store errors).
     let keeper = {
@@ -271,6 +275,9 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     let left = config.grace.saturating_sub(drain_start.elapsed());
     handle.shutdown(left.max(Duration::from_secs(1))).await;
     keeper.abort();
+    if let Some(l) = listener {
+        l.abort();
+    }
     if let Err(e) = store.node_stopped(&config.node_id).await {
         println!("cannot record the stop of node {}: {e}", config.node_id);
     }

@@ -530,6 +530,13 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         self.shared.notify.notify_one();
     }
 
+    /// Makes the loop pass at once: something changed elsewhere that may be due sooner than
+    /// it planned (another node's or a command's change, as PostgreSQL's `LISTEN` reports it:
+    /// see `PgStore::listen`). Cheap, and harmless when nothing changed.
+    pub fn wake(&self) {
+        self.shared.notify.notify_one();
+    }
+
     /// Undoes [`pause`](Self::pause).
     pub fn resume(&self) {
         self.shared.paused.store(false, Ordering::SeqCst);

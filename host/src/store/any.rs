@@ -178,6 +178,19 @@ impl AnyStore {
         }
     }
 
+    /// Calls `wake` when another node or a command changes something on a shared database
+    /// (PostgreSQL `LISTEN`; see [`PgStore::listen`]); `None` for an embedded file, which only
+    /// this process writes while it runs.
+    pub fn listen(
+        &self,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        match self {
+            AnyStore::Sqlite(_) => None,
+            AnyStore::Postgres(s) => Some(s.listen(wake)),
+        }
+    }
+
     /// The database's own clock where it has one that several nodes share (PostgreSQL);
     /// `None` for an embedded file, whose clock is this machine's.
     pub async fn database_now(&self) -> StoreResult<Option<Timestamp>> {

@@ -129,6 +129,10 @@ pub struct PgStore {
     pool: Pool,
     shown: Arc<str>,
     schema: Option<Arc<str>>,
+    /// The connection settings (for the listener's own connection).
+    config: tokio_postgres::Config,
+    /// The LISTEN/NOTIFY channel of this installation (one per schema).
+    channel: Arc<str>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -589,8 +593,13 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("takt");
         }
+        let channel: Arc<str> = format!(
+            "takt_wake_{}",
+            options.schema.as_deref().unwrap_or("public")
+        )
+        .into();
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -608,6 +617,8 @@ impl PgStore {
             pool,
             shown,
             schema: options.schema.as_deref().map(Arc::from),
+            config,
+            channel,
         };
         store
             .retrying("connecting", || async {
@@ -673,6 +684,72 @@ impl PgStore {
             })
         })
         .await
+    }
+
+    /// Wakes the nodes listening on this database ([`PgStore::listen`]): something may be due
+    /// sooner than they planned (a job added, changed, enabled or triggered; a retry or a
+    /// queued run). Best effort: a lost notification costs at most a safety poll.
+    async fn wake_others(&self, client: &deadpool_postgres::Object) {
+        if let Err(e) = client
+            .execute("SELECT pg_notify($1, '')", &[&&*self.channel])
+            .await
+        {
+            tracing::debug!("cannot notify other nodes: {e}");
+        }
+    }
+
+    /// Listens for other nodes' and commands' changes (PostgreSQL `LISTEN` on a connection
+    /// of its own, outside the pool) and calls `wake` for each: the scheduler then passes at
+    /// once instead of at its next safety poll. The task reconnects with backoff when the
+    /// connection is lost (and wakes once after reconnecting, for what it missed); it ends when
+    /// aborted.
+    pub fn listen(&self, wake: impl Fn() + Send + Sync + 'static) -> tokio::task::JoinHandle<()> {
+        let (config, channel, shown) = (
+            self.config.clone(),
+            self.channel.clone(),
+            self.shown.clone(),
+        );
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(250);
+            loop {
+                match config.connect(NoTls).await {
+                    Ok((client, mut conn)) => {
+                        let sql = format!("LISTEN {channel}");
+                        let mut listen = Box::pin(client.batch_execute(&sql));
+                        // The connection must be polled for the LISTEN to complete.
+                        let ok = loop {
+                            tokio::select! {
+                                r = &mut listen => break r.is_ok(),
+                                m = std::future::poll_fn(|cx| conn.poll_message(cx)) => {
+                                    if !matches!(m, Some(Ok(_))) {
+                                        break false;
+                                    }
+                                }
+                            }
+                        };
+                        drop(listen);
+                        if ok {
+                            pause = Duration::from_millis(250);
+                            wake();
+                            while let Some(msg) =
+                                std::future::poll_fn(|cx| conn.poll_message(cx)).await
+                            {
+                                match msg {
+                                    Ok(tokio_postgres::AsyncMessage::Notification(_)) => wake(),
+                                    Ok(_) => {}
+                                    Err(_) => break,
+                                }
+                            }
+                            drop(client);
+                        }
+                        tracing::debug!("listener connection to {shown} ended; reconnecting");
+                    }
+                    Err(e) => tracing::debug!("listener cannot connect to {shown}: {e}"),
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(8));
+            }
+        })
     }
 
     /// Records that `node` is alive (registering it on its first call): its host name,
@@ -1142,7 +1219,10 @@ impl PgStore {
             .await
             .map_err(|e| pg(shown, &format!("inserting job {}", job.name), e))?;
         match r {
-            Some(r) => Ok(job_of(&r, shown)?),
+            Some(r) => {
+                self.wake_others(&client).await;
+                Ok(job_of(&r, shown)?)
+            }
             None => Err(name_taken(&job.name).into()),
         }
     }
@@ -1189,6 +1269,7 @@ impl PgStore {
                 }
             })?;
         if let Some(r) = r {
+            self.wake_others(&client).await;
             return Ok(job_of(&r, shown)?);
         }
         let current = client
@@ -1236,7 +1317,13 @@ impl PgStore {
         )
         .await
         {
-            Ok(Some(stored)) => Ok(stored),
+            Ok(Some(stored)) => {
+                if stored.state == RunState::Pending {
+                    // A retry is waiting: a node with free capacity may take it.
+                    self.wake_others(&client).await;
+                }
+                Ok(stored)
+            }
             Ok(None) => Err(StoreError::conflict(format!(
                 "run {id} changed while finishing it; reload it"
             ))
@@ -1365,7 +1452,12 @@ impl Store for PgStore {
                 .await
                 .map_err(|e| pg(&self.shown, "enabling or disabling a job", e))?;
             match row {
-                Some(r) => Ok(job_of(&r, &self.shown)?),
+                Some(r) => {
+                    if enabled {
+                        self.wake_others(&client).await;
+                    }
+                    Ok(job_of(&r, &self.shown)?)
+                }
                 None => Err(job_missing(id).into()),
             }
         })
@@ -1399,6 +1491,7 @@ impl Store for PgStore {
                 ))
                 .into());
             }
+            self.wake_others(&client).await;
             Ok(())
         })
         .await
@@ -1777,6 +1870,9 @@ impl PgStore {
         let mut batch = RunBatch::default();
         batch.push(run, 0)?;
         if let Some(stored) = batch.insert(&client, shown).await?.pop() {
+            if stored.state == RunState::Pending {
+                self.wake_others(&client).await;
+            }
             return Ok(stored);
         }
         let other: Option<i64> = client
@@ -1832,6 +1928,10 @@ impl PgStore {
             out.push(stored);
         }
         commit(tx, shown).await?;
+        if !out.is_empty() {
+            // Recovered runs may be retried at once, by any node.
+            self.wake_others(&client).await;
+        }
         Ok(out)
     }
 }
