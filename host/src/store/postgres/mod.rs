@@ -130,7 +130,7 @@ pub struct PgStore {
     shown: Arc<str>,
     schema: Option<Arc<str>>,
     /// The connection settings (for the listener's own connection).
-    config: tokio_postgres::Config,
+    config: Arc<tokio_postgres::Config>,
     /// The LISTEN/NOTIFY channel of this installation (one per schema).
     channel: Arc<str>,
 }
@@ -617,7 +617,7 @@ impl PgStore {
             pool,
             shown,
             schema: options.schema.as_deref().map(Arc::from),
-            config,
+            config: Arc::new(config),
             channel,
         };
         store
