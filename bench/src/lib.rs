@@ -304,11 +304,16 @@ pub mod probe {
                 self.inner.job_set_next_fire(id, expected, new)
             )
         }
-        async fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
-            timed!(self, "job_due", self.inner.job_due(now, limit))
+        async fn job_due(
+            &self,
+            now: Timestamp,
+            limit: usize,
+            tags: &[String],
+        ) -> StoreResult<Vec<DueJob>> {
+            timed!(self, "job_due", self.inner.job_due(now, limit, tags))
         }
-        async fn next_due(&self) -> StoreResult<Option<Timestamp>> {
-            timed!(self, "next_due", self.inner.next_due())
+        async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
+            timed!(self, "next_due", self.inner.next_due(tags))
         }
         async fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {
             timed!(self, "run_claim_due", self.inner.run_claim_due(params))

@@ -11,6 +11,7 @@
 //! | `TAKT_PG_SCHEMA` | `[postgres] schema` |
 //! | `TAKT_PLUGIN_DIR` | `plugin_dir` |
 //! | `TAKT_NODE_ID` | `node_id` |
+//! | `TAKT_NODE_TAGS` | `tags` (comma-separated) |
 //! | `TAKT_CAPACITY` | `capacity` |
 //! | `TAKT_TZ` | `timezone` |
 //! | `TAKT_EXE_ALLOWLIST` | `[exe] allowlist` (entries separated like `PATH`) |
@@ -65,6 +66,9 @@ pub struct Config {
     pub shadow_dir: PathBuf,
     /// This node's id.
     pub node_id: String,
+    /// The node tags this node serves: it runs untagged jobs and jobs with one of these
+    /// `node_tag`s (seed 004 DispatcherID).
+    pub tags: Vec<String>,
     /// The most runs at once on this node.
     pub capacity: usize,
     /// The zone of job schedules that name none.
@@ -101,6 +105,7 @@ struct FileConfig {
     plugin_dir: Option<PathBuf>,
     shadow_dir: Option<PathBuf>,
     node_id: Option<String>,
+    tags: Option<Vec<String>>,
     capacity: Option<usize>,
     timezone: Option<String>,
     grace: Option<String>,
@@ -168,6 +173,7 @@ struct JobEntry {
     overlap: Option<String>,
     priority: Option<u16>,
     group: Option<String>,
+    node_tag: Option<String>,
     enabled: Option<bool>,
     description: Option<String>,
 }
@@ -315,6 +321,23 @@ impl Config {
                 format!("[exe] allowlist in {shown}"),
             ),
         };
+        let tags: Vec<String> = match env("TAKT_NODE_TAGS") {
+            Some(v) => v
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect(),
+            None => raw.tags.unwrap_or_default(),
+        };
+        if let Some(bad) = tags
+            .iter()
+            .find(|t| t.trim().is_empty() || t.trim() != t.as_str())
+        {
+            return Err(err(
+                "tags",
+                format!("\"{bad}\" is empty or has surrounding spaces; give plain tag names"),
+            ));
+        }
         let capacity = match env("TAKT_CAPACITY") {
             Some(v) => v.trim().parse::<usize>().map_err(|_| {
                 env_err(
@@ -426,6 +449,7 @@ impl Config {
             plugin_dir,
             shadow_dir,
             node_id,
+            tags,
             capacity,
             timezone,
             grace,
@@ -517,6 +541,7 @@ impl JobEntry {
             job.priority = Priority::new(p).map_err(|e| ("priority", e.to_string()))?;
         }
         job.group = self.group;
+        job.node_tag = self.node_tag.filter(|t| !t.is_empty());
         job.enabled = self.enabled.unwrap_or(true);
         job.description = self.description;
         job.application = Some(CONFIG_APPLICATION.to_string());
@@ -596,6 +621,50 @@ mod tests {
         assert_eq!(c.timezone, "UTC");
         assert_eq!(c.grace, Duration::from_secs(10));
         assert!(c.jobs.is_empty());
+    }
+
+    #[test]
+    fn postgres_leases_and_tags() {
+        let c = parse(
+            "database = \"postgres://takt:pw@db:5432/mes\"\nlease = \"90s\"\n\
+             renew_every = \"20s\"\ntags = [\"line-1\", \"line-2\"]\n\
+             [postgres]\nschema = \"takt\"\npool_size = 4\n\
+             [[jobs]]\nname = \"x\"\nhandler = \"a::b\"\nevery = \"1m\"\nnode_tag = \"line-2\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.database,
+            Database::Postgres {
+                url: "postgres://takt:pw@db:5432/mes".into(),
+                schema: Some("takt".into()),
+                pool_size: 4
+            }
+        );
+        assert_eq!(
+            c.database.to_string(),
+            "postgres://takt:***@db:5432/mes (schema takt)"
+        );
+        assert_eq!(
+            (c.lease, c.renew_every),
+            (Duration::from_secs(90), Duration::from_secs(20))
+        );
+        assert_eq!(c.tags, ["line-1", "line-2"]);
+        assert_eq!(c.jobs[0].node_tag.as_deref(), Some("line-2"));
+        assert_eq!(c.shadow_dir, Path::new("/etc/takt/.takt-shadow"));
+
+        let env = |k: &str| (k == "TAKT_NODE_TAGS").then(|| " a, b ,,".to_string());
+        let c = Config::parse("", Path::new("/t/takt.toml"), env).unwrap();
+        assert_eq!(c.tags, ["a", "b"]);
+
+        let e = parse("renew_every = \"40s\"").unwrap_err();
+        assert_eq!(e.key, "renew_every");
+        assert!(e.message.contains("at most half the lease"), "{e}");
+        let e = parse("lease = \"0s\"").unwrap_err();
+        assert_eq!(e.key, "lease");
+        let e = parse("[postgres]\nschema = \"x\"").unwrap_err();
+        assert!(e.message.contains("not a postgres:// URL"), "{e}");
+        let e = parse("tags = [\" x\"]").unwrap_err();
+        assert_eq!(e.key, "tags");
     }
 
     #[test]

@@ -408,6 +408,7 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
         node: NodeId("node-t".into()),
+        tags: Vec::new(),
         now,
         limit: 10,
         lease: Duration::from_secs(60),
@@ -636,6 +637,7 @@ fn logs_follow_waits_for_the_run_to_end() {
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
         node: NodeId("node-f".into()),
+        tags: Vec::new(),
         now,
         limit: 10,
         lease: Duration::from_secs(60),

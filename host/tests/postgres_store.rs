@@ -98,7 +98,7 @@ fn conformance_on_postgres() {
         eprintln!("postgres: {report}");
         schemas.drop_all().await;
         report.expect_skipped(&[]);
-        assert_eq!(report.passed.len(), 19, "every check ran");
+        assert_eq!(report.passed.len(), 20, "every check ran");
     });
 }
 
@@ -123,6 +123,7 @@ fn four_pools_racing_claim_each_fire_once() {
                     let claimed = store
                         .run_claim_due(&ClaimParams {
                             node: NodeId(format!("node-{i}")),
+                            tags: Vec::new(),
                             now: conformance::claims_now(),
                             limit: 7,
                             lease: Duration::from_secs(60),

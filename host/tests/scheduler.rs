@@ -467,6 +467,7 @@ async fn a_run_left_running_by_this_node_is_failed_and_retried_at_start() {
     let claimed = store
         .run_claim_due(&ClaimParams {
             node: node(),
+            tags: Vec::new(),
             now: t0(),
             limit: 1,
             lease: Duration::from_secs(30),
@@ -875,6 +876,7 @@ async fn another_nodes_expired_run_is_recovered_and_retried_here() {
     store
         .run_claim_due(&ClaimParams {
             node: NodeId("node-b".to_string()),
+            tags: Vec::new(),
             now: t0(),
             limit: 1,
             lease: Duration::from_secs(30),
@@ -950,6 +952,7 @@ async fn the_retention_job_is_an_ordinary_run_that_purges_old_history() {
     let claimed = store
         .run_claim_due(&ClaimParams {
             node: node(),
+            tags: Vec::new(),
             now: t0(),
             limit: 1,
             lease: Duration::from_secs(30),

@@ -71,7 +71,7 @@ fn conformance_on_a_temp_file() {
     }));
     eprintln!("sqlite (file): {report}");
     report.expect_skipped(&[]);
-    assert_eq!(report.passed.len(), 19, "every check ran");
+    assert_eq!(report.passed.len(), 20, "every check ran");
 }
 
 #[test]
@@ -499,6 +499,7 @@ fn runs_and_logs_survive_reopening() {
         block_on(store.job_insert(&job, t0)).expect("insert");
         let claimed = block_on(store.run_claim_due(&ClaimParams {
             node: NodeId("node-a".into()),
+            tags: Vec::new(),
             now: at(1),
             limit: 10,
             lease: Duration::from_secs(60),
@@ -606,6 +607,7 @@ fn claims_match_the_memory_store() {
             let got = store
                 .run_claim_due(&ClaimParams {
                     node: NodeId(format!("n{}", step % 2)),
+                    tags: Vec::new(),
                     now: at(now),
                     limit: 1 + step % 2,
                     lease: Duration::from_secs(60),

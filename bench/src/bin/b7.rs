@@ -254,6 +254,7 @@ fn takt(dir: &TempDir, n: u64, limit: usize, claim_index: bool) -> Sample {
         let t = Instant::now();
         let claimed = block_on(store.run_claim_due(&ClaimParams {
             node: node.clone(),
+            tags: Vec::new(),
             now,
             limit,
             lease: Duration::from_secs(60),

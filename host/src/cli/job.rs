@@ -184,6 +184,9 @@ struct JobOpts {
     /// The job's group.
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
+    /// Run only on nodes serving this tag (their `tags` in takt.toml); "" clears it.
+    #[arg(long, value_name = "TAG")]
+    node_tag: Option<String>,
     /// Free text.
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
@@ -241,6 +244,9 @@ impl JobOpts {
         }
         if let Some(g) = &self.group {
             job.group = (!g.is_empty()).then(|| g.clone());
+        }
+        if let Some(t) = &self.node_tag {
+            job.node_tag = (!t.is_empty()).then(|| t.clone());
         }
         if let Some(d) = &self.description {
             job.description = (!d.is_empty()).then(|| d.clone());
@@ -425,6 +431,7 @@ fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
     t.row(["overlap".to_string(), job.overlap.to_string()]);
     t.row(["priority".to_string(), job.priority.get().to_string()]);
     t.row(["group".to_string(), opt(&job.group)]);
+    t.row(["node tag".to_string(), opt(&job.node_tag)]);
     let deps: Vec<&str> = job.dependencies.iter().map(JobName::as_str).collect();
     t.row([
         "dependencies".to_string(),

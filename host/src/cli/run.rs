@@ -141,6 +141,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     });
     let mut sched_config = SchedulerConfig::new(NodeId(config.node_id.clone()));
     sched_config.capacity = config.capacity;
+    sched_config.tags = config.tags.clone();
     sched_config.lease = config.lease;
     sched_config.renew_every = config.renew_every;
     let clock = Arc::new(OffsetClock::new(test_clock_skew()?));
@@ -149,7 +150,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         host_name: crate::config::host_name(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         capacity: config.capacity,
-        tags: Vec::new(),
+        tags: config.tags.clone(),
     };
     if let Some(offset) = sync_clock(&store, &clock).await? {
         println!(

@@ -101,6 +101,9 @@ const MAX_SKIPS_WALKED: usize = 64;
 pub struct SchedulerConfig {
     /// This node's id (recorded on its runs; its leftovers are recovered at start).
     pub node: NodeId,
+    /// The node tags this node serves (seed 004 DispatcherID): it runs untagged jobs and jobs
+    /// whose `node_tag` is one of these. Empty by default: untagged jobs only.
+    pub tags: Vec<String>,
     /// The most runs this node runs at once (0 is read as 1).
     pub capacity: usize,
     /// How long a claim holds a run before another node may recover it (seed 000 §7: 60 s).
@@ -122,6 +125,7 @@ impl SchedulerConfig {
     pub fn new(node: NodeId) -> SchedulerConfig {
         SchedulerConfig {
             node,
+            tags: Vec::new(),
             capacity: 8,
             lease: Duration::from_secs(60),
             renew_every: Duration::from_secs(30),
@@ -635,6 +639,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
         if free > 0 && !paused {
             let params = ClaimParams {
                 node: shared.config.node.clone(),
+                tags: shared.config.tags.clone(),
                 now,
                 limit: free.min(shared.config.claim_batch),
                 lease: shared.config.lease,
@@ -655,7 +660,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
         if shared.stopping.load(Ordering::SeqCst) {
             break;
         }
-        let due = match shared.store.next_due().await {
+        let due = match shared.store.next_due(&shared.config.tags).await {
             Ok(due) => due,
             Err(e) => {
                 error.get_or_insert(format!("reading the next due time: {e}"));
@@ -770,7 +775,10 @@ async fn recover_expired<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result
 async fn prepare<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<bool, StoreError> {
     let store = &shared.store;
     let mut changed = false;
-    for due in store.job_due(now, shared.config.claim_batch).await? {
+    for due in store
+        .job_due(now, shared.config.claim_batch, &shared.config.tags)
+        .await?
+    {
         let DueJob {
             id,
             next_fire: nf,

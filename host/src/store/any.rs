@@ -237,8 +237,8 @@ impl Store for AnyStore {
             expected: Option<Timestamp>,
             new: Option<Timestamp>
         ) -> StoreResult<()>;
-        fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>>;
-        fn next_due(&self) -> StoreResult<Option<Timestamp>>;
+        fn job_due(&self, now: Timestamp, limit: usize, tags: &[String]) -> StoreResult<Vec<DueJob>>;
+        fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>>;
         fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>>;
         fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run>;
         fn run_enqueue(&self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run>;

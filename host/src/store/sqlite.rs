@@ -538,6 +538,7 @@ fn due(
     now: i64,
     need: usize,
     skip: &[i64],
+    tags: &str,
 ) -> StoreResult<Vec<Due>> {
     let limit = i64::try_from(need.saturating_add(skip.len())).unwrap_or(i64::MAX);
     let read = |sql: &str, retry: bool| -> StoreResult<Vec<Due>> {
@@ -545,7 +546,7 @@ fn due(
             .prepare_cached(sql)
             .map_err(|e| sql_error(path, "finding due runs", e))?;
         let rows = stmt
-            .query_map(params![now, limit], |r| {
+            .query_map(params![now, limit, tags], |r| {
                 Ok(Due {
                     priority: r.get(0)?,
                     at: r.get(1)?,
@@ -565,6 +566,7 @@ fn due(
     let mut due = read(
         "SELECT priority, next_fire, id FROM jobs \
          WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= ?1 \
+           AND (node_tag IS NULL OR node_tag IN (SELECT value FROM json_each(?3))) \
          ORDER BY priority, next_fire, id LIMIT ?2",
         false,
     )?;
@@ -573,6 +575,7 @@ fn due(
          FROM runs r JOIN jobs j ON j.id = r.job_id \
          WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= ?1 \
            AND j.enabled = 1 \
+           AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?3))) \
            AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
                 (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
          ORDER BY j.priority, due_at, r.id LIMIT ?2",
@@ -581,6 +584,11 @@ fn due(
     due.sort();
     due.truncate(need);
     Ok(due)
+}
+
+/// A node's tags as the JSON array the queries read with `json_each`.
+fn tags_json(tags: &[String]) -> String {
+    serde_json::to_string(tags).unwrap_or_else(|_| "[]".to_string())
 }
 
 /// The body of [`Store::run_claim_due`], inside its `BEGIN IMMEDIATE` transaction.
@@ -596,10 +604,11 @@ fn claim_in_tx(
     lease_until: Timestamp,
 ) -> StoreResult<Vec<ClaimedRun>> {
     let now = ms(p.now);
+    let tags = tags_json(&p.tags);
     let mut claimed = Vec::new();
     let mut handled: Vec<i64> = Vec::new();
     while claimed.len() < p.limit {
-        let candidates = due(conn, path, now, p.limit - claimed.len(), &handled)?;
+        let candidates = due(conn, path, now, p.limit - claimed.len(), &handled, &tags)?;
         if candidates.is_empty() {
             break;
         }
@@ -906,7 +915,7 @@ impl Db {
         Ok(stored)
     }
 
-    fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
+    fn job_due(&self, now: Timestamp, limit: usize, tags: &[String]) -> StoreResult<Vec<DueJob>> {
         let path = &*self.path;
         let mut stmt = self
             .conn
@@ -915,12 +924,13 @@ impl Db {
                    (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
                    (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending') \
                  FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= ?1 \
+                   AND (node_tag IS NULL OR node_tag IN (SELECT value FROM json_each(?3))) \
                  ORDER BY priority, next_fire, id LIMIT ?2",
             )
             .map_err(|e| sql_error(path, "finding due jobs", e))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(params![ms(now), limit], |r| {
+            .query_map(params![ms(now), limit, tags_json(tags)], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,
@@ -960,7 +970,7 @@ impl Db {
             .collect()
     }
 
-    fn next_due(&self) -> StoreResult<Option<Timestamp>> {
+    fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
         let path = &*self.path;
         // Three indexed MINs (jobs_due, runs_retry_due, runs_retry_due + runs_job_state).
         let at: Option<i64> = self
@@ -969,16 +979,19 @@ impl Db {
                 "SELECT MIN(at) FROM ( \
                    SELECT MIN(next_fire) AS at FROM jobs \
                    WHERE enabled = 1 AND next_fire IS NOT NULL \
+                     AND (node_tag IS NULL OR node_tag IN (SELECT value FROM json_each(?1))) \
                    UNION ALL \
                    SELECT MIN(r.next_attempt_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
                    WHERE r.state = 'pending' AND r.next_attempt_at IS NOT NULL AND j.enabled = 1 \
+                     AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?1))) \
                    UNION ALL \
                    SELECT MIN(r.created_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
                    WHERE r.state = 'pending' AND r.next_attempt_at IS NULL AND j.enabled = 1 \
+                     AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?1))) \
                      AND NOT EXISTS (SELECT 1 FROM runs x \
                                      WHERE x.job_id = r.job_id AND x.state = 'running'))",
             )
-            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .and_then(|mut stmt| stmt.query_row([tags_json(tags)], |r| r.get(0)))
             .map_err(|e| sql_error(path, "finding the next due time", e))?;
         at.map(|at| {
             Timestamp::from_millisecond(at)
@@ -1284,12 +1297,17 @@ impl Store for SqliteStore {
         self.with(|db| db.run_enqueue(job, fire, now))
     }
 
-    async fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
-        self.with(|db| db.job_due(now, limit))
+    async fn job_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> StoreResult<Vec<DueJob>> {
+        self.with(|db| db.job_due(now, limit, tags))
     }
 
-    async fn next_due(&self) -> StoreResult<Option<Timestamp>> {
-        self.with(|db| db.next_due())
+    async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
+        self.with(|db| db.next_due(tags))
     }
 
     async fn run_set_state_if_running(

@@ -125,6 +125,7 @@ where
     check!(job_due_lists_due_jobs_in_claim_order_with_counts);
     check!(next_due_is_the_earliest_claimable_instant);
     check!(queued_run_waits_for_the_running_one);
+    check!(node_tags_route_jobs_to_the_nodes_that_serve_them);
     check!(logs_are_ordered_and_batched if logs);
     check!(retention_purges_only_old_final_runs_and_their_logs if retention);
     report
@@ -216,10 +217,86 @@ fn node(name: &str) -> NodeId {
 fn claim(node_name: &str, now: Timestamp, limit: usize) -> ClaimParams {
     ClaimParams {
         node: node(node_name),
+        tags: Vec::new(),
         now,
         limit,
         lease: Duration::from_secs(60),
     }
+}
+
+/// Jobs with a node tag are claimed, listed as due and waited for only by nodes serving the
+/// tag; untagged jobs by every node; a retry keeps its job's routing.
+pub async fn node_tags_route_jobs_to_the_nodes_that_serve_them<S: Store>(store: S) {
+    let mut tagged = every_minute("line-1-only");
+    tagged.node_tag = Some("line-1".to_string());
+    tagged.retry = seed_retries(1);
+    tagged.next_fire = Some(at(-60));
+    let tagged = insert(&store, tagged).await;
+    let free = insert(&store, every_minute("anywhere")).await;
+    let line1 = vec!["line-1".to_string()];
+    let other = vec!["line-2".to_string()];
+
+    let due = |tags: Vec<String>| {
+        let store = &store;
+        async move {
+            let rows = store.job_due(at(0), 10, &tags).await.expect("job_due");
+            rows.into_iter()
+                .map(|d| d.name.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(due(Vec::new()).await, ["anywhere"], "an untagged node");
+    assert_eq!(
+        due(other.clone()).await,
+        ["anywhere"],
+        "a node with another tag"
+    );
+    assert_eq!(due(line1.clone()).await, ["line-1-only", "anywhere"]);
+    assert_eq!(store.next_due(&[]).await.expect("next_due"), Some(t0()));
+    assert_eq!(
+        store.next_due(&line1).await.expect("next_due"),
+        Some(at(-60))
+    );
+
+    let mut p = claim("node-x", at(0), 10);
+    p.tags = other;
+    let got = store.run_claim_due(&p).await.expect("claim");
+    assert_eq!(
+        got.iter().map(|c| c.run.job_id).collect::<Vec<_>>(),
+        [free.id.expect("id")],
+        "a node without the tag claims only the untagged job"
+    );
+    let mut p = claim("node-1", at(0), 10);
+    p.tags = line1.clone();
+    let got = store.run_claim_due(&p).await.expect("claim");
+    assert_eq!(got.len(), 1, "the tagged job's fire");
+    assert_eq!(got[0].run.job_id, tagged.id.expect("id"));
+
+    // Its retry is routed like its fires.
+    finish(&store, &got[0].run, failed(), at(1)).await;
+    let later = at(3600);
+    let mut p = claim("node-x", later, 100);
+    p.tags = Vec::new();
+    let untagged: Vec<_> = store
+        .run_claim_due(&p)
+        .await
+        .expect("claim")
+        .into_iter()
+        .map(|c| (c.run.job_id, c.run.attempt))
+        .collect();
+    assert!(
+        untagged.iter().all(|(j, _)| *j == free.id.expect("id")),
+        "no run of the tagged job on an untagged node: {untagged:?}"
+    );
+    let mut p = claim("node-1", later, 100);
+    p.tags = line1;
+    let retried = store.run_claim_due(&p).await.expect("claim");
+    assert!(
+        retried
+            .iter()
+            .any(|c| c.run.job_id == tagged.id.expect("id") && c.run.attempt == 2),
+        "the retry runs on a node with the tag"
+    );
 }
 
 /// A manual-only job (no schedule) due at `t0`.
@@ -355,7 +432,7 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
 
     let names =
         |due: &[DueJob]| -> Vec<String> { due.iter().map(|d| d.name.to_string()).collect() };
-    let due = store.job_due(at(60), 10).await.expect("job_due");
+    let due = store.job_due(at(60), 10, &[]).await.expect("job_due");
     assert_eq!(
         names(&due),
         ["urgent", "early", "late"],
@@ -371,12 +448,12 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
         "job_due: id, name, next fire and policies as stored"
     );
     assert_eq!(
-        names(&store.job_due(at(60), 2).await.expect("job_due")),
+        names(&store.job_due(at(60), 2, &[]).await.expect("job_due")),
         ["urgent", "early"],
         "job_due: at most limit"
     );
     assert_eq!(
-        names(&store.job_due(at(40), 10).await.expect("job_due")),
+        names(&store.job_due(at(40), 10, &[]).await.expect("job_due")),
         ["early", "late"],
         "job_due: next fire after now is not due"
     );
@@ -394,7 +471,7 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
         .run_enqueue(late.id.expect("id"), at(90), at(31))
         .await
         .expect("enqueue");
-    let due = store.job_due(at(200), 10).await.expect("job_due");
+    let due = store.job_due(at(200), 10, &[]).await.expect("job_due");
     let counts: Vec<(String, u32, u32)> = due
         .iter()
         .map(|d| (d.name.to_string(), d.running, d.pending))
@@ -416,7 +493,7 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
 /// runs whose job has nothing running; `None` when nothing is scheduled.
 pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     assert_eq!(
-        store.next_due().await.expect("next_due"),
+        store.next_due(&[]).await.expect("next_due"),
         None,
         "empty store"
     );
@@ -425,7 +502,7 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     off.next_fire = Some(at(-600));
     insert(&store, off).await;
     assert_eq!(
-        store.next_due().await.expect("next_due"),
+        store.next_due(&[]).await.expect("next_due"),
         None,
         "a disabled job is never due"
     );
@@ -433,17 +510,17 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     job.retry = RetryPolicy::new(1, Backoff::Fixed(vec![Duration::from_secs(30)]));
     let job = insert(&store, job).await;
     let id = job.id.expect("id");
-    assert_eq!(store.next_due().await.expect("next_due"), Some(t0()));
+    assert_eq!(store.next_due(&[]).await.expect("next_due"), Some(t0()));
     let c = claim_one(&store, "node-a", t0()).await;
     assert_eq!(
-        store.next_due().await.expect("next_due"),
+        store.next_due(&[]).await.expect("next_due"),
         Some(at(60)),
         "after the claim: the next fire"
     );
     let retry = finish(&store, &c.run, failed(), at(5)).await;
     assert_eq!(retry.next_attempt_at, Some(at(35)));
     assert_eq!(
-        store.next_due().await.expect("next_due"),
+        store.next_due(&[]).await.expect("next_due"),
         Some(at(35)),
         "a pending retry before the next fire"
     );
@@ -458,7 +535,7 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
         .await
         .expect("move next fire");
     assert_eq!(
-        store.next_due().await.expect("next_due"),
+        store.next_due(&[]).await.expect("next_due"),
         Some(at(120)),
         "a queued run behind a running one is not due"
     );
@@ -470,7 +547,7 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     )
     .await;
     assert_eq!(
-        store.next_due().await.expect("next_due"),
+        store.next_due(&[]).await.expect("next_due"),
         Some(at(36)),
         "a queued run is due from its creation once nothing of its job runs"
     );

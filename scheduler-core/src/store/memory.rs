@@ -28,7 +28,7 @@ use super::backend::{
 };
 use super::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreError, StoreResult,
+    Store, StoreError, StoreResult, serves,
 };
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
@@ -232,11 +232,17 @@ impl Inner {
 
     /// The first `limit` due fires of enabled jobs in claim order, passing over the jobs in
     /// `skip`: per priority bucket, the prefix of fires at or before `now`.
-    fn due_fires(&self, now: Timestamp, limit: usize, skip: &BTreeSet<JobId>) -> Vec<Candidate> {
+    fn due_fires(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        skip: &BTreeSet<JobId>,
+        tags: &[String],
+    ) -> Vec<Candidate> {
         let mut out = Vec::new();
         for (priority, set) in &self.fires {
             for &(fire, id) in set.iter().take_while(|(fire, _)| *fire <= now) {
-                if skip.contains(&id) {
+                if skip.contains(&id) || !self.serves(id, tags) {
                     continue;
                 }
                 if out.len() >= limit {
@@ -250,9 +256,13 @@ impl Inner {
 
     /// Claimable pending runs of enabled jobs at `now`: retries whose time has come, and queued
     /// runs of jobs with nothing running (due from their creation).
-    fn due_pending(&self, now: Timestamp) -> Vec<Candidate> {
+    fn due_pending(&self, now: Timestamp, tags: &[String]) -> Vec<Candidate> {
         let mut out = Vec::new();
-        let enabled = |job: JobId| self.jobs.get(&job).filter(|j| j.enabled);
+        let enabled = |job: JobId| {
+            self.jobs
+                .get(&job)
+                .filter(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
+        };
         for &(at, id) in self.retries.iter().take_while(|(at, _)| *at <= now) {
             if let Some(job) = self.runs.get(&id).and_then(|r| enabled(r.job_id)) {
                 out.push((job.priority, at, id.0, Due::Retry(id)));
@@ -272,6 +282,13 @@ impl Inner {
             }
         }
         out
+    }
+
+    /// Whether a node serving `tags` may run job `id`.
+    fn serves(&self, id: JobId, tags: &[String]) -> bool {
+        self.jobs
+            .get(&id)
+            .is_some_and(|j| serves(tags, j.node_tag.as_deref()))
     }
 
     /// Claims the fire of job `id` at `fire` (its current next fire); see
@@ -467,10 +484,15 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
+    async fn job_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> StoreResult<Vec<DueJob>> {
         let inner = self.lock()?;
         Ok(inner
-            .due_fires(now, limit, &BTreeSet::new())
+            .due_fires(now, limit, &BTreeSet::new(), tags)
             .into_iter()
             .filter_map(|(_, _, _, due)| match due {
                 Due::Fire(id) => inner.jobs.get(&id),
@@ -483,13 +505,21 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn next_due(&self) -> StoreResult<Option<Timestamp>> {
+    async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
         let inner = self.lock()?;
-        let fires = inner
-            .fires
-            .values()
-            .filter_map(|set| set.first().map(|(fire, _)| *fire));
-        let enabled = |job: JobId| inner.jobs.get(&job).is_some_and(|j| j.enabled);
+        // The first served job of each priority (jobs this node does not serve are passed
+        // over: a node with no tags walks past the tagged ones).
+        let fires = inner.fires.values().filter_map(|set| {
+            set.iter()
+                .find(|(_, id)| inner.serves(*id, tags))
+                .map(|(fire, _)| *fire)
+        });
+        let enabled = |job: JobId| {
+            inner
+                .jobs
+                .get(&job)
+                .is_some_and(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
+        };
         let retries = inner
             .retries
             .iter()
@@ -518,10 +548,10 @@ impl Store for MemoryStore {
             let need = p.limit - claimed.len();
             // The top `need` of the union lies within the top `need` fires plus every due
             // pending run (few: retries and queued fires).
-            let mut due = inner.due_fires(p.now, need, &handled);
+            let mut due = inner.due_fires(p.now, need, &handled, &p.tags);
             due.extend(
                 inner
-                    .due_pending(p.now)
+                    .due_pending(p.now, &p.tags)
                     .into_iter()
                     .filter(|(_, _, id, _)| !waiting.contains(&RunId(*id))),
             );

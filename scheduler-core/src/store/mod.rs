@@ -191,11 +191,20 @@ impl Capabilities {
     };
 }
 
+/// Whether a node serving `tags` may run a job with `node_tag` (seed 004 DispatcherID): an
+/// untagged job runs on any node, a tagged one only on nodes that serve its tag.
+pub fn serves(tags: &[String], node_tag: Option<&str>) -> bool {
+    node_tag.is_none_or(|t| tags.iter().any(|s| s == t))
+}
+
 /// What [`Store::run_claim_due`] needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimParams {
     /// The claiming node.
     pub node: NodeId,
+    /// The node tags it serves: it claims untagged jobs and jobs with one of these tags
+    /// ([`serves`]).
+    pub tags: Vec<String>,
     /// The instant that decides what is due.
     pub now: Timestamp,
     /// The most runs to claim (the node's free capacity).
@@ -455,26 +464,31 @@ pub trait Store: Send + Sync {
         new: Option<Timestamp>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// Up to `limit` enabled jobs whose next fire is at or before `now`, in claim order
-    /// (priority, then next fire, then id), each with its running and pending run counts. One
-    /// indexed query in SQL: the loop's cost per pass depends on what is due, not on how many
-    /// jobs exist.
+    /// Up to `limit` enabled jobs a node serving `tags` may run ([`serves`]) whose next fire
+    /// is at or before `now`, in claim order (priority, then next fire, then id), each with its
+    /// running and pending run counts. One indexed query in SQL: the loop's cost per pass
+    /// depends on what is due, not on how many jobs exist.
     fn job_due(
         &self,
         now: Timestamp,
         limit: usize,
+        tags: &[String],
     ) -> impl Future<Output = StoreResult<Vec<DueJob>>> + Send;
 
     /// The earliest instant at which [`Store::run_claim_due`] would claim something: the
     /// earliest next fire of an enabled job, the earliest `next_attempt_at` of a pending retry
     /// of an enabled job, or the creation time of a queued run whose job has nothing running
-    /// (claimable at once). `None` when nothing is scheduled. The loop sleeps until then.
-    fn next_due(&self) -> impl Future<Output = StoreResult<Option<Timestamp>>> + Send;
+    /// (claimable at once) — of jobs a node serving `tags` may run. `None` when nothing is
+    /// scheduled. The loop sleeps until then.
+    fn next_due(
+        &self,
+        tags: &[String],
+    ) -> impl Future<Output = StoreResult<Option<Timestamp>>> + Send;
 
     // ---- claiming ------------------------------------------------------------------------
 
-    /// In one atomic step, claims up to `limit` due runs for `node`, ordered by job priority
-    /// then due time:
+    /// In one atomic step, claims up to `limit` due runs for `node`, of jobs it serves
+    /// (`tags`, see [`serves`]), ordered by job priority then due time:
     ///
     /// * enabled jobs whose `next_fire <= now`: a run is inserted under the unique
     ///   (job, fire time) key — running, attempt 1, on `node`, leased until `now + lease`,

@@ -965,12 +965,13 @@ impl PgStore {
         let jobs_sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
              WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 AND id <> ALL($2) \
+               AND (node_tag IS NULL OR node_tag = ANY($4)) \
              ORDER BY priority, next_fire, id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED"
         );
         let retries_sql = "SELECT r.id, j.priority, COALESCE(r.next_attempt_at, r.created_at) \
              FROM runs r JOIN jobs j ON j.id = r.job_id \
              WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= $1 \
-               AND j.enabled \
+               AND j.enabled AND (j.node_tag IS NULL OR j.node_tag = ANY($3)) \
                AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
                     (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
              ORDER BY j.priority, COALESCE(r.next_attempt_at, r.created_at), r.id LIMIT $2 \
@@ -989,11 +990,11 @@ impl PgStore {
             let need = p.limit - claimed.len();
             let limit = i64::try_from(need).unwrap_or(i64::MAX);
             let job_rows = tx
-                .query(&jobs_stmt, &[&now, &handled, &limit])
+                .query(&jobs_stmt, &[&now, &handled, &limit, &p.tags])
                 .await
                 .map_err(|e| pg(shown, "finding due jobs", e))?;
             let retry_rows = tx
-                .query(&retries_stmt, &[&now, &limit])
+                .query(&retries_stmt, &[&now, &limit, &p.tags])
                 .await
                 .map_err(|e| pg(shown, "finding due retries", e))?;
             // Merge both in claim order: (priority, due time, id, fires before retries).
@@ -1497,7 +1498,12 @@ impl Store for PgStore {
         .await
     }
 
-    async fn job_due(&self, now: Timestamp, limit: usize) -> StoreResult<Vec<DueJob>> {
+    async fn job_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> StoreResult<Vec<DueJob>> {
         self.retrying("finding due jobs", || async {
             let shown = &*self.shown;
             let client = self.client("finding due jobs").await?;
@@ -1507,13 +1513,14 @@ impl Store for PgStore {
                        (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
                        (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending') \
                      FROM jobs WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 \
+                       AND (node_tag IS NULL OR node_tag = ANY($3)) \
                      ORDER BY priority, next_fire, id LIMIT $2",
                 )
                 .await
                 .map_err(|e| pg(shown, "finding due jobs", e))?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = client
-                .query(&stmt, &[&ts(now), &limit])
+                .query(&stmt, &[&ts(now), &limit, &tags])
                 .await
                 .map_err(|e| pg(shown, "finding due jobs", e))?;
             let mut out = Vec::with_capacity(rows.len());
@@ -1548,25 +1555,28 @@ impl Store for PgStore {
         .await
     }
 
-    async fn next_due(&self) -> StoreResult<Option<Timestamp>> {
+    async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
         self.retrying("finding the next due time", || async {
             let shown = &*self.shown;
             let client = self.client("finding the next due time").await?;
             let stmt = client
                 .prepare_cached(
                     "SELECT LEAST( \
-                       (SELECT MIN(next_fire) FROM jobs WHERE enabled AND next_fire IS NOT NULL), \
+                       (SELECT MIN(next_fire) FROM jobs WHERE enabled AND next_fire IS NOT NULL \
+                          AND (node_tag IS NULL OR node_tag = ANY($1))), \
                        (SELECT MIN(r.next_attempt_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
-                        WHERE r.state = 'pending' AND r.next_attempt_at IS NOT NULL AND j.enabled), \
+                        WHERE r.state = 'pending' AND r.next_attempt_at IS NOT NULL AND j.enabled \
+                          AND (j.node_tag IS NULL OR j.node_tag = ANY($1))), \
                        (SELECT MIN(r.created_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
                         WHERE r.state = 'pending' AND r.next_attempt_at IS NULL AND j.enabled \
+                          AND (j.node_tag IS NULL OR j.node_tag = ANY($1)) \
                           AND NOT EXISTS (SELECT 1 FROM runs x \
                                           WHERE x.job_id = r.job_id AND x.state = 'running')))",
                 )
                 .await
                 .map_err(|e| pg(shown, "finding the next due time", e))?;
             let at: Option<SystemTime> = client
-                .query_one(&stmt, &[])
+                .query_one(&stmt, &[&tags])
                 .await
                 .map_err(|e| pg(shown, "finding the next due time", e))?
                 .try_get(0)
