@@ -14,85 +14,16 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use common::proxy::Proxy;
 
 fn plugins() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| common::build(&["takt-plugin-testing"]))
-}
-
-/// A TCP proxy to `upstream` that can be cut (all connections reset, new ones refused) and
-/// restored.
-struct Proxy {
-    port: u16,
-    down: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl Proxy {
-    fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
-        let port = listener.local_addr().expect("addr").port();
-        let down = Arc::new(AtomicBool::new(false));
-        let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-        let (d, c) = (down.clone(), conns.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { continue };
-                if d.load(Ordering::SeqCst) {
-                    let _ = client.shutdown(Shutdown::Both);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(&upstream) else {
-                    continue;
-                };
-                let mut list = c.lock().expect("conns");
-                list.push(client.try_clone().expect("clone"));
-                list.push(server.try_clone().expect("clone"));
-                drop(list);
-                pipe(
-                    client.try_clone().expect("clone"),
-                    server.try_clone().expect("clone"),
-                );
-                pipe(server, client);
-            }
-        });
-        Proxy { port, down, conns }
-    }
-
-    fn cut(&self) {
-        self.down.store(true, Ordering::SeqCst);
-        for s in self.conns.lock().expect("conns").drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-    }
-
-    fn restore(&self) {
-        self.down.store(false, Ordering::SeqCst);
-    }
-}
-
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = to.shutdown(Shutdown::Both);
-    });
 }
 
 #[test]

@@ -281,3 +281,113 @@ fn notify_wakes_a_sleeping_node_for_another_process_s_job() {
         schemas.drop_all().await;
     });
 }
+
+/// Claims through a connection that keeps breaking (every connection reset every few ms for
+/// 3 s, and the answers of three COMMITs lost after the server applied them): every fire is claimed exactly once, and
+/// every run the database holds as running was handed to the claimer — none claimed twice, none
+/// orphaned by a COMMIT whose answer was lost (the claim token finds those).
+#[test]
+fn claims_through_a_breaking_connection_lose_and_double_nothing() {
+    let Some(url) = url() else { return };
+    let config: tokio_postgres::Config = url.parse().expect("url");
+    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(h)), p) => (h.clone(), p.copied().unwrap_or(5432)),
+        _ => {
+            eprintln!("SKIPPED: needs a TCP TAKT_TEST_PG_URL");
+            return;
+        }
+    };
+    let proxy = std::sync::Arc::new(common::proxy::Proxy::start(format!("{host}:{port}")));
+    let user = config.get_user().unwrap_or("postgres");
+    let db = config.get_dbname().unwrap_or(user);
+    let via = format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port);
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let direct = schemas.open(&schema).await;
+        let jobs = 80;
+        let fires = seed_every_minute_jobs(&direct, jobs).await;
+        let mut opts = PgOptions::new(&via).with_schema(&schema).with_pool_size(2);
+        opts.connect_timeout = Duration::from_secs(2);
+        let flaky = PgStore::connect(&opts)
+            .await
+            .expect("connect through the proxy");
+        // The first claims commit but never hear so.
+        proxy.lose_commit_answers(3);
+
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let breaker = {
+            let (proxy, stop) = (proxy.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    n += 1;
+                    std::thread::sleep(Duration::from_millis(3 + n * 7 % 11));
+                    proxy.reset();
+                }
+                n
+            })
+        };
+        let started = std::time::Instant::now();
+        let mut got: Vec<(JobId, Timestamp)> = Vec::new();
+        let mut errors = 0;
+        loop {
+            if started.elapsed() > Duration::from_secs(3) {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            match flaky
+                .run_claim_due(&ClaimParams {
+                    node: NodeId("flaky".into()),
+                    tags: Vec::new(),
+                    now: conformance::claims_now(),
+                    limit: 3,
+                    lease: Duration::from_secs(60),
+                })
+                .await
+            {
+                Ok(claimed)
+                    if claimed.is_empty() && stop.load(std::sync::atomic::Ordering::SeqCst) =>
+                {
+                    break;
+                }
+                Ok(claimed) => {
+                    got.extend(claimed.into_iter().map(|c| (c.run.job_id, c.run.fire_time)))
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), StoreErrorKind::Transient, "{e}");
+                    errors += 1;
+                }
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "claims finish");
+        }
+        let resets = breaker.join().expect("breaker");
+        conformance::assert_each_fire_once(&got, jobs, fires);
+        let running = direct
+            .run_list(&takt_core::store::RunFilter {
+                state: Some(RunState::Running),
+                limit: 10_000,
+                ..Default::default()
+            })
+            .await
+            .expect("list");
+        let stored: HashSet<(JobId, Timestamp)> =
+            running.iter().map(|r| (r.job_id, r.fire_time)).collect();
+        let handed: HashSet<(JobId, Timestamp)> = got.iter().copied().collect();
+        assert_eq!(
+            stored, handed,
+            "every running run was handed to the claimer"
+        );
+        assert!(
+            flaky.unknown_commits() >= 3,
+            "the lost COMMIT answers were resolved by claim token"
+        );
+        eprintln!(
+            "{} claims through {resets} connection resets ({errors} calls gave up; {} \
+             commits with an unknown outcome resolved by claim token)",
+            got.len(),
+            flaky.unknown_commits()
+        );
+        schemas.drop_all().await;
+    });
+}

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub(crate) mod proxy;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -133,6 +133,8 @@ pub struct PgStore {
     config: Arc<tokio_postgres::Config>,
     /// The LISTEN/NOTIFY channel of this installation (one per schema).
     channel: Arc<str>,
+    /// Claims whose COMMIT lost its answer, resolved by their claim token (diagnostics).
+    unknown_commits: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -619,6 +621,7 @@ impl PgStore {
             schema: options.schema.as_deref().map(Arc::from),
             config: Arc::new(config),
             channel,
+            unknown_commits: Arc::default(),
         };
         store
             .retrying("connecting", || async {
@@ -644,6 +647,13 @@ impl PgStore {
             })
             .await?;
         Ok(store)
+    }
+
+    /// How many claims of this store (and its clones) had their COMMIT's answer lost to a
+    /// broken connection and were resolved by their claim token: found committed (returned as
+    /// claimed) or found not committed (claimed again). Diagnostics for operators and tests.
+    pub fn unknown_commits(&self) -> u64 {
+        self.unknown_commits.load(Ordering::Relaxed)
     }
 
     /// The database, as shown in messages (`postgres://user@host:port/db`, no password).
@@ -1604,6 +1614,7 @@ impl Store for PgStore {
                 Retry::No => return Err(f.error),
                 Retry::Safe => {}
                 Retry::Unknown => {
+                    self.unknown_commits.fetch_add(1, Ordering::Relaxed);
                     // Whatever this claim committed is found by its token; if nothing was,
                     // claiming again is safe.
                     let found = self
