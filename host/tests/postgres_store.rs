@@ -321,7 +321,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
             let (proxy, stop) = (proxy.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut n = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                while !stop.load(Ordering::SeqCst) {
                     n += 1;
                     std::thread::sleep(Duration::from_millis(3 + n * 7 % 11));
                     proxy.reset();
@@ -334,7 +334,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
         let mut errors = 0;
         loop {
             if started.elapsed() > Duration::from_secs(3) {
-                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                stop.store(true, Ordering::SeqCst);
             }
             match flaky
                 .run_claim_due(&ClaimParams {
@@ -346,9 +346,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
                 })
                 .await
             {
-                Ok(claimed)
-                    if claimed.is_empty() && stop.load(std::sync::atomic::Ordering::SeqCst) =>
-                {
+                Ok(claimed) if claimed.is_empty() && stop.load(Ordering::SeqCst) => {
                     break;
                 }
                 Ok(claimed) => {
