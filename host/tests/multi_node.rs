@@ -335,6 +335,31 @@ fn three_nodes_one_killed_one_skewed_never_run_a_fire_twice() {
         recovered_after <= Duration::from_secs(LEASE_S + 3 * RENEW_S + 2),
         "recovered after {recovered_after:?}"
     );
+    // 6. The node table: all three registered, stopped cleanly, tags and capacity as given.
+    let out = Command::new(env!("CARGO_BIN_EXE_takt"))
+        .args(["nodes", "--json", "--db", &url])
+        .env("TAKT_PG_SCHEMA", &schema)
+        .output()
+        .expect("takt nodes");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nodes: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let ids: Vec<&str> = nodes
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|n| n["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["node-a", "node-b", "node-c"]);
+    for n in nodes.as_array().expect("array") {
+        assert!(n["stopped_at"].is_string(), "stopped cleanly: {n}");
+        assert_eq!(n["capacity"], 32);
+        assert_eq!(n["running"], 0);
+    }
+
     eprintln!(
         "multi-node: {} executions of {} distinct fires, b held {} runs at the kill, {} \
          recovered as lost leases after {:?}",

@@ -7,6 +7,7 @@
 mod db;
 mod init;
 mod job;
+mod nodes;
 mod plugin;
 mod run;
 mod runs;
@@ -36,6 +37,8 @@ enum Command {
     Runs(runs::RunsArgs),
     /// Print a run's log lines (--follow to wait for more until the run ends).
     Logs(runs::LogsArgs),
+    /// The host nodes on a shared (PostgreSQL) database: heartbeats, capacity, running runs.
+    Nodes(nodes::NodesArgs),
     /// Database maintenance.
     #[command(subcommand)]
     Db(db::DbCmd),
@@ -74,6 +77,7 @@ pub fn main() -> ExitCode {
         Command::Job(cmd) => job::run(cmd),
         Command::Runs(args) => runs::runs(args),
         Command::Logs(args) => runs::logs(args),
+        Command::Nodes(args) => nodes::nodes(args),
         Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),
         Command::Cron(cmd) => schedule::run_cron(cmd),

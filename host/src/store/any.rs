@@ -16,7 +16,7 @@ use takt_core::store::{
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
-use super::postgres::NodeInfo;
+use super::postgres::{NodeInfo, NodeStatus};
 use super::{PgOptions, PgStore, SqliteOptions, SqliteStore};
 
 /// Where the data lives: a SQLite file, or a PostgreSQL database (a connection string starting
@@ -167,6 +167,14 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(_) => Ok(()),
             AnyStore::Postgres(s) => s.node_heartbeat(node).await,
+        }
+    }
+
+    /// The registered nodes (`None`: an embedded file keeps no node table).
+    pub async fn node_list(&self) -> StoreResult<Option<Vec<NodeStatus>>> {
+        match self {
+            AnyStore::Sqlite(_) => Ok(None),
+            AnyStore::Postgres(s) => s.node_list().await.map(Some),
         }
     }
 

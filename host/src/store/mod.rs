@@ -19,5 +19,5 @@ pub use migrate::{
     AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, latest_version,
     migrate,
 };
-pub use postgres::{NodeInfo, PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
+pub use postgres::{NodeInfo, NodeStatus, PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
 pub use sqlite::{SqliteOptions, SqliteStore};

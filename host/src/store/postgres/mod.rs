@@ -71,6 +71,23 @@ pub struct NodeInfo {
     pub tags: Vec<String>,
 }
 
+/// A registered node as [`PgStore::node_list`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// What the node registered.
+    pub info: NodeInfo,
+    /// When it (last) started.
+    pub started_at: Option<Timestamp>,
+    /// Its last heartbeat.
+    pub heartbeat_at: Option<Timestamp>,
+    /// When it stopped cleanly (`None` while it runs, or after a crash).
+    pub stopped_at: Option<Timestamp>,
+    /// How long ago the last heartbeat was, by the database's clock.
+    pub heartbeat_age: Duration,
+    /// Its runs in state running.
+    pub running: u64,
+}
+
 /// How a [`PgStore`] connects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -784,6 +801,56 @@ impl PgStore {
                 .await
                 .map_err(|e| pg(&self.shown, "recording a heartbeat", e))?;
             Ok(())
+        })
+        .await
+    }
+
+    /// The registered nodes with their running runs, by id; `age` is how long ago each last
+    /// heartbeat was, by the database's clock.
+    pub async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
+        self.retrying("listing nodes", || async {
+            let shown = &*self.shown;
+            let client = self.client("listing nodes").await?;
+            let rows = client
+                .query(
+                    "SELECT n.id, n.host_name, n.version, n.capacity, n.tags, n.started_at, \
+                       n.heartbeat_at, n.stopped_at, \
+                       (EXTRACT(EPOCH FROM clock_timestamp() - n.heartbeat_at) * 1000)::bigint, \
+                       (SELECT COUNT(*) FROM runs r WHERE r.node_id = n.id \
+                        AND r.state = 'running') \
+                     FROM nodes n ORDER BY n.id",
+                    &[],
+                )
+                .await
+                .map_err(|e| pg(shown, "listing nodes", e))?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let bad = read_err(shown, "a node row");
+                let ts = |i: usize| -> StoreResult<Option<Timestamp>> {
+                    Ok(r.try_get::<_, Option<SystemTime>>(i)
+                        .map_err(&bad)?
+                        .and_then(|t| Timestamp::try_from(t).ok()))
+                };
+                let tags: String = r.try_get(4).map_err(&bad)?;
+                out.push(NodeStatus {
+                    info: NodeInfo {
+                        id: r.try_get(0).map_err(&bad)?,
+                        host_name: r.try_get(1).map_err(&bad)?,
+                        version: r.try_get(2).map_err(&bad)?,
+                        capacity: usize::try_from(r.try_get::<_, i32>(3).map_err(&bad)?)
+                            .unwrap_or(0),
+                        tags: serde_json::from_str(&tags).unwrap_or_default(),
+                    },
+                    started_at: ts(5)?,
+                    heartbeat_at: ts(6)?,
+                    stopped_at: ts(7)?,
+                    heartbeat_age: Duration::from_millis(
+                        u64::try_from(r.try_get::<_, i64>(8).map_err(&bad)?).unwrap_or(0),
+                    ),
+                    running: u64::try_from(r.try_get::<_, i64>(9).map_err(&bad)?).unwrap_or(0),
+                });
+            }
+            Ok(out)
         })
         .await
     }
