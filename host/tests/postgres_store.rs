@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use takt_core::Timestamp;
@@ -282,10 +282,12 @@ fn notify_wakes_a_sleeping_node_for_another_process_s_job() {
     });
 }
 
-/// Claims through a connection that keeps breaking (every connection reset every few ms for
-/// 3 s, and the answers of three COMMITs lost after the server applied them): every fire is claimed exactly once, and
-/// every run the database holds as running was handed to the claimer — none claimed twice, none
-/// orphaned by a COMMIT whose answer was lost (the claim token finds those).
+/// Claims through a connection that breaks. First the answers of three COMMITs are lost after
+/// the server applied them: each claim finds out by its token what it claimed, so every run is
+/// handed out once. Then every connection is reset every few ms for 3 s, at any point of a
+/// claim: nothing is claimed twice, and a run the database holds as running that the claimer
+/// never got exists only for a call that failed saying its outcome was unknown (the host's
+/// lease renewal fails and retries such a run; see `scheduler::renew`).
 #[test]
 fn claims_through_a_breaking_connection_lose_and_double_nothing() {
     let Some(url) = url() else { return };
@@ -313,10 +315,30 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
         let flaky = PgStore::connect(&opts)
             .await
             .expect("connect through the proxy");
-        // The first claims commit but never hear so.
-        proxy.lose_commit_answers(3);
+        let params = ClaimParams {
+            node: NodeId("flaky".into()),
+            tags: Vec::new(),
+            now: conformance::claims_now(),
+            limit: 2,
+            lease: Duration::from_secs(60),
+        };
+        let mut got: Vec<(JobId, Timestamp)> = Vec::new();
 
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Phase 1: lost COMMIT answers, nothing else.
+        proxy.lose_commit_answers(3);
+        for _ in 0..10 {
+            let claimed = flaky.run_claim_due(&params).await.expect("claim");
+            got.extend(claimed.into_iter().map(|c| (c.run.job_id, c.run.fire_time)));
+        }
+        assert_eq!(
+            flaky.unknown_commits(),
+            3,
+            "the lost COMMIT answers were resolved by claim token"
+        );
+        assert_eq!(got.len(), 20, "each claim got its two runs");
+
+        // Phase 2: connections reset all the time.
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
         let breaker = {
             let (proxy, stop) = (proxy.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -330,37 +352,38 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
             })
         };
         let started = std::time::Instant::now();
-        let mut got: Vec<(JobId, Timestamp)> = Vec::new();
-        let mut errors = 0;
+        let (mut gave_up, mut unknown) = (0, 0);
         loop {
             if started.elapsed() > Duration::from_secs(3) {
                 stop.store(true, Ordering::SeqCst);
             }
-            match flaky
-                .run_claim_due(&ClaimParams {
-                    node: NodeId("flaky".into()),
-                    tags: Vec::new(),
-                    now: conformance::claims_now(),
-                    limit: 3,
-                    lease: Duration::from_secs(60),
-                })
-                .await
-            {
+            match flaky.run_claim_due(&params).await {
                 Ok(claimed) if claimed.is_empty() && stop.load(Ordering::SeqCst) => {
-                    break;
+                    // Empty can also mean "locked": a backend whose client vanished holds its
+                    // rows until the server notices. Done only when nothing is due at all.
+                    let due = direct
+                        .job_due(conformance::claims_now(), 1, &[])
+                        .await
+                        .expect("job_due");
+                    if due.is_empty() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Ok(claimed) => {
-                    got.extend(claimed.into_iter().map(|c| (c.run.job_id, c.run.fire_time)))
+                    got.extend(claimed.into_iter().map(|c| (c.run.job_id, c.run.fire_time)));
                 }
                 Err(e) => {
                     assert_eq!(e.kind(), StoreErrorKind::Transient, "{e}");
-                    errors += 1;
+                    gave_up += 1;
+                    unknown += usize::from(e.to_string().contains("outcome of a claim is unknown"));
                 }
             }
             assert!(started.elapsed() < Duration::from_secs(60), "claims finish");
         }
         let resets = breaker.join().expect("breaker");
-        conformance::assert_each_fire_once(&got, jobs, fires);
+        let handed: HashSet<(JobId, Timestamp)> = got.iter().copied().collect();
+        assert_eq!(handed.len(), got.len(), "no run handed out twice");
         let running = direct
             .run_list(&takt_core::store::RunFilter {
                 state: Some(RunState::Running),
@@ -371,18 +394,21 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
             .expect("list");
         let stored: HashSet<(JobId, Timestamp)> =
             running.iter().map(|r| (r.job_id, r.fire_time)).collect();
-        let handed: HashSet<(JobId, Timestamp)> = got.iter().copied().collect();
-        assert_eq!(
-            stored, handed,
-            "every running run was handed to the claimer"
-        );
         assert!(
-            flaky.unknown_commits() >= 3,
-            "the lost COMMIT answers were resolved by claim token"
+            handed.is_subset(&stored),
+            "every handed run is stored running"
         );
+        let orphans = stored.len() - handed.len();
+        assert!(
+            orphans <= unknown * 2,
+            "{orphans} runs claimed but never handed out, with only {unknown} calls reporting an \
+             unknown outcome"
+        );
+        assert_eq!(stored.len(), jobs * fires as usize, "every fire claimed");
         eprintln!(
-            "{} claims through {resets} connection resets ({errors} calls gave up; {} \
-             commits with an unknown outcome resolved by claim token)",
+            "{} claims through {resets} connection resets ({gave_up} calls gave up, {unknown} \
+             with an unknown outcome; {orphans} runs left for the host's orphan recovery; {} \
+             lost COMMIT answers resolved by claim token)",
             got.len(),
             flaky.unknown_commits()
         );

@@ -1017,3 +1017,40 @@ async fn the_retention_job_is_an_ordinary_run_that_purges_old_history() {
     );
     h.handle.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A run the store holds as running on this node that this node never started (a claim whose
+/// COMMIT succeeded while its answer was lost) is found by the lease renewal and failed, to be
+/// retried per policy — never kept alive unrun by renewals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_claimed_for_this_node_but_never_started_is_failed_and_retried() {
+    let h = Harness::start(MemoryStore::default(), t0()).await;
+    // Paused: the node claims nothing itself, but keeps renewing.
+    h.handle.pause();
+    let mut j = job("orphan", "testing::echo", "{}");
+    j.retry = RetryPolicy::new(1, Backoff::Fixed(vec![Duration::from_secs(10)]));
+    j.next_fire = Some(t0());
+    let id = h.store.job_insert(&j, t0()).await.unwrap().id.unwrap();
+    let claimed = h
+        .store
+        .run_claim_due(&ClaimParams {
+            node: node(),
+            tags: Vec::new(),
+            now: t0(),
+            limit: 1,
+            lease: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    h.advance(10);
+    let store = h.store.clone();
+    until("the orphan is failed", || {
+        let store = store.clone();
+        async move { run_at(&store, id, t0()).await.state == RunState::Pending }
+    })
+    .await;
+    let run = run_at(&h.store, id, t0()).await;
+    assert_eq!(run.error.as_deref(), Some(takt_host::scheduler::ORPHANED));
+    assert_eq!(run.attempt, 2, "retried per policy");
+    h.handle.shutdown(Duration::from_secs(1)).await;
+}

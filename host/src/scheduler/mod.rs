@@ -308,7 +308,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             paused: AtomicBool::new(false),
             shutdown_grace: Mutex::new(Duration::ZERO),
             running: Mutex::new(HashMap::new()),
-            finishing: std::sync::atomic::AtomicUsize::new(0),
+            finishing: Mutex::new(std::collections::HashSet::new()),
         });
         let task = tokio::spawn(run_loop(shared.clone()));
         Ok(SchedulerHandle {
@@ -334,7 +334,7 @@ struct Shared<S> {
     running: Mutex<HashMap<RunId, InFlight>>,
     /// Runs that ended on this node whose outcome is not recorded yet (the database is away):
     /// their leases are still renewed, so that no other node recovers and re-runs them.
-    finishing: std::sync::atomic::AtomicUsize,
+    finishing: Mutex<std::collections::HashSet<RunId>>,
 }
 
 /// A run this node is executing.
@@ -350,6 +350,12 @@ impl<S> Shared<S> {
 
     fn running_count(&self) -> usize {
         self.in_flight().len()
+    }
+
+    fn finishing(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<RunId>> {
+        self.finishing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -704,12 +710,11 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
     }
 }
 
-/// Renews this node's leases (when it holds any, or has outcomes waiting to be recorded).
+/// Renews this node's leases: of its runs in flight, of those whose outcome waits to be
+/// recorded, and — found by the renewal itself — of runs the store holds for this node that it
+/// never heard of (a claim whose COMMIT succeeded while its answer was lost and could not be
+/// resolved), which are then failed and retried per policy rather than kept alive unrun.
 async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<(), String> {
-    let held = shared.running_count() + shared.finishing.load(Ordering::SeqCst);
-    if held == 0 {
-        return Ok(());
-    }
     let Ok(until) = now.checked_add(shared.config.lease) else {
         return Ok(());
     };
@@ -732,6 +737,21 @@ async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<(), Strin
         .filter(|(id, _)| !renewed.contains(id))
         .map(|(id, _)| *id)
         .collect();
+    // Renewed but unknown here: a run moves from the in-flight map to `finishing` (inserted
+    // first) and leaves that only once its end is recorded, so a renewed run in neither set
+    // was never started by this process.
+    let orphans: Vec<RunId> = {
+        let in_flight = shared.in_flight();
+        let finishing = shared.finishing();
+        renewed
+            .iter()
+            .filter(|id| !in_flight.contains_key(id) && !finishing.contains(id))
+            .copied()
+            .collect()
+    };
+    for id in orphans {
+        fail_orphan(shared, id, now).await;
+    }
     for id in lost {
         tracing::warn!(
             "node {} lost the lease of run {id} (another node recovered it); stopping it",
@@ -749,6 +769,39 @@ async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<(), Strin
             .await;
     }
     Ok(())
+}
+
+/// The error of a run this node's store held as running but this node never started.
+pub const ORPHANED: &str = "the claim of this run lost its connection before the node heard of \
+     it, so it was never started; failed to be retried per policy";
+
+/// Fails run `id`, held by this node in the store but never started here (see `renew`).
+async fn fail_orphan<S: Store>(shared: &Shared<S>, id: RunId, now: Timestamp) {
+    let store = &shared.store;
+    let Ok(Some(mut run)) = store.run_get(id).await else {
+        return;
+    };
+    if run.state != RunState::Running || run.node_id.as_ref() != Some(&shared.config.node) {
+        return;
+    }
+    let Ok(Some(job)) = store.job_get(run.job_id).await else {
+        return;
+    };
+    let attempt = run.attempt;
+    let event = RunEvent::Failed {
+        error: ORPHANED.to_string(),
+        retryable: true,
+    };
+    if run.apply(event, now, &job.retry).is_err() {
+        return;
+    }
+    match store
+        .run_set_state_if_running(id, attempt, &RunFinish::from_run(&run, now))
+        .await
+    {
+        Ok(_) => tracing::warn!("run {id} was claimed for this node but never started: {ORPHANED}"),
+        Err(e) => tracing::warn!("cannot fail the orphaned run {id}: {e}"),
+    }
 }
 
 /// Recovers runs of any node whose lease expired (a node that died or lost the database):
@@ -1051,12 +1104,16 @@ async fn execute<S: Store + Clone + 'static>(
         }
     };
     // Out of the in-flight map *before* the end is recorded: a lease renewal that still sees
-    // the run in the map then knows the store had it running (see `renew`).
+    // the run in the map then knows the store had it running (see `renew`). Into `finishing`
+    // first, so that the renewal never sees it in neither (it would take it for an orphan).
+    shared.finishing().insert(id);
     shared.in_flight().remove(&id);
     let now = shared.clock.now();
     let attempt = run.attempt;
     if let Err(e) = run.apply(event, now, &job.retry) {
         tracing::error!("run {id} cannot end its attempt {attempt}: {e}");
+        // Left running in the store: the next renewal fails it as an orphan.
+        shared.finishing().remove(&id);
         return None;
     }
     let mut finish = RunFinish::from_run(&run, now);
@@ -1079,7 +1136,7 @@ async fn record_finish<S: Store>(
 ) -> Option<RunState> {
     let mut pause = Duration::from_millis(200);
     let mut waiting_since: Option<std::time::Instant> = None;
-    let guard = FinishingGuard::new(&shared.finishing);
+    let guard = FinishingGuard(shared, id);
     let result = loop {
         match shared
             .store
@@ -1119,19 +1176,13 @@ async fn record_finish<S: Store>(
     result
 }
 
-/// Counts a run in `finishing` while its outcome waits to be recorded.
-struct FinishingGuard<'a>(&'a std::sync::atomic::AtomicUsize);
+/// Takes a run out of `finishing` once its outcome is recorded (or given up), however
+/// `record_finish` ends.
+struct FinishingGuard<'a, S>(&'a Shared<S>, RunId);
 
-impl<'a> FinishingGuard<'a> {
-    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
-        n.fetch_add(1, Ordering::SeqCst);
-        FinishingGuard(n)
-    }
-}
-
-impl Drop for FinishingGuard<'_> {
+impl<S> Drop for FinishingGuard<'_, S> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.finishing().remove(&self.1);
     }
 }
 

@@ -582,6 +582,9 @@ impl RunBatch {
 
 static CLAIM_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// How long finding out whether a claim committed waits for the claim's transaction to end.
+const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(10);
+
 /// A token no other claim uses: random per process, distinct per call.
 fn claim_token() -> i64 {
     let n = CLAIM_COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -1038,6 +1041,12 @@ impl PgStore {
             .transaction()
             .await
             .map_err(|e| pg(shown, "starting a claim", e))?;
+        // The claim's token as a transaction lock: whoever must find out whether this claim
+        // committed (its answer lost) waits for this lock first, so it looks only after the
+        // transaction has ended, one way or the other (see `claimed_by`).
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&token])
+            .await
+            .map_err(|e| pg(shown, "starting a claim", e))?;
         let now = ts(p.now);
         let jobs_sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs \
@@ -1101,6 +1110,9 @@ impl PgStore {
                 break;
             }
             picks.sort_by_key(|(k, _)| *k);
+            // Fewer candidates than room: this round saw everything due, so no second round
+            // (two more statements per claim) is needed after it.
+            let exhausted = picks.len() < need;
             picks.truncate(need);
             let mut fires = Vec::new();
             let mut retries = Vec::new();
@@ -1187,6 +1199,9 @@ impl PgStore {
             }
             round.sort_by_key(|(k, _)| *k);
             claimed.extend(round.into_iter().map(|(_, c)| c));
+            if exhausted {
+                break;
+            }
         }
         commit(tx, shown).await?;
         Ok(claimed)
@@ -1197,6 +1212,34 @@ impl PgStore {
     async fn claimed_by(&self, p: &ClaimParams, token: i64) -> Result<Vec<ClaimedRun>, Fail> {
         let shown = &*self.shown;
         let client = self.client("checking a claim").await?;
+        // The claim's transaction may still be running on the server (its COMMIT not yet
+        // processed, or its backend not yet aware that the client is gone): wait until it has
+        // ended, by taking its token's lock (each try is a statement of its own that releases
+        // it again), at most `CLAIM_LOCK_WAIT`; then its outcome is final. Reading before that
+        // could find nothing and claim again while the first claim then commits.
+        let started = std::time::Instant::now();
+        loop {
+            let free: bool = client
+                .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&token])
+                .await
+                .map_err(|e| pg(shown, "waiting for a claim to end", e))?
+                .get(0);
+            if free {
+                break;
+            }
+            if started.elapsed() >= CLAIM_LOCK_WAIT {
+                return Err(Fail {
+                    error: StoreError::transient(format!(
+                        "a claim on {shown} lost its connection while committing and its \
+                         transaction has not ended after {}s; the outcome is unknown (a run it \
+                         claimed is failed and retried by this node's lease renewal)",
+                        CLAIM_LOCK_WAIT.as_secs()
+                    )),
+                    retry: Retry::No,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let stmt = client
             .prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM runs \
@@ -1378,39 +1421,75 @@ impl PgStore {
     ) -> Result<Run, Fail> {
         let shown = &*self.shown;
         let client = self.client("finishing a run").await?;
-        let mut run = need_run(&client, shown, id).await?;
-        if resolving && finished_as(&run, expected_attempt, finish) {
-            // The earlier try committed before its connection failed.
-            return Ok(run);
+        if resolving {
+            // The earlier try may have committed before its connection failed.
+            let run = need_run(&client, shown, id).await?;
+            if finished_as(&run, expected_attempt, finish) {
+                return Ok(run);
+            }
         }
-        apply_finish(&mut run, id, expected_attempt, finish)?;
-        // One statement, committed on its own: the condition is the compare-and-set.
-        match update_run_if(
-            &client,
-            shown,
-            &run,
-            id,
-            (RunState::Running, expected_attempt),
-            0,
-        )
-        .await
-        {
-            Ok(Some(stored)) => {
-                if stored.state == RunState::Pending {
+        // One statement, committed on its own, that writes what `apply_finish` computes
+        // (the shared rule: a finish in `pending` is a retry, attempt + 1) without reading
+        // the run first; its condition is the compare-and-set. Only a refusal reads the run,
+        // to say why.
+        let retry = finish.state == RunState::Pending;
+        let stmt = client
+            .prepare_cached(&format!(
+                "UPDATE runs SET state = $1, error = $2, result_json = $3, elapsed_ms = $4, \
+                   lease_expires_at = NULL, \
+                   attempt = attempt + CASE WHEN $5 THEN 1 ELSE 0 END, \
+                   next_attempt_at = $6, \
+                   finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END \
+                 WHERE id = $8 AND state = 'running' AND attempt = $9 \
+                 RETURNING {RUN_COLUMNS}"
+            ))
+            .await
+            .map_err(|e| pg(shown, "finishing a run", e))?;
+        let elapsed = finish
+            .elapsed
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let attempt = i32::try_from(expected_attempt).unwrap_or(i32::MAX);
+        let row = client
+            .query_opt(
+                &stmt,
+                &[
+                    &finish.state.name(),
+                    &finish.error,
+                    &finish.result_json,
+                    &elapsed,
+                    &retry,
+                    &finish.retry_at.filter(|_| retry).map(ts),
+                    &ts(finish.finished_at),
+                    &id.0,
+                    &attempt,
+                ],
+            )
+            .await
+            .map_err(|e| {
+                let mut f = pg(shown, "finishing a run", e);
+                if f.retry == Retry::Safe {
+                    // The statement may have been applied before the connection failed.
+                    f.retry = Retry::Unknown;
+                }
+                f
+            })?;
+        match row {
+            Some(r) => {
+                let stored = run_of(&r, shown)?;
+                if retry {
                     // A retry is waiting: a node with free capacity may take it.
                     self.wake_others(&client).await;
                 }
                 Ok(stored)
             }
-            Ok(None) => Err(StoreError::conflict(format!(
-                "run {id} changed while finishing it; reload it"
-            ))
-            .into()),
-            Err(mut f) => {
-                if f.retry == Retry::Safe {
-                    f.retry = Retry::Unknown;
-                }
-                Err(f)
+            None => {
+                // Refused: say why, as the reference store does.
+                let mut run = need_run(&client, shown, id).await?;
+                apply_finish(&mut run, id, expected_attempt, finish)?;
+                Err(
+                    StoreError::conflict(format!("run {id} changed while finishing it; reload it"))
+                        .into(),
+                )
             }
         }
     }
@@ -1686,7 +1765,15 @@ impl Store for PgStore {
                     // claiming again is safe.
                     let found = self
                         .retrying("checking a claim", || self.claimed_by(p, token))
-                        .await?;
+                        .await
+                        .map_err(|e| {
+                            StoreError::transient(format!(
+                                "claiming due runs on {}: the outcome of a claim is unknown \
+                                 ({e}); a run it may have claimed is failed and retried by \
+                                 this node's next lease renewal",
+                                self.shown
+                            ))
+                        })?;
                     if !found.is_empty() {
                         return Ok(found);
                     }
