@@ -938,7 +938,7 @@ fn claim_fire(
     p: &ClaimParams,
     lease_until: Timestamp,
 ) -> StoreResult<Option<ClaimedRun>> {
-    let job = need_job(conn, path, id)?;
+    let mut job = need_job(conn, path, id)?;
     let (next, skips) = match &job.schedule {
         Some(s) => next_firing(s, fire),
         None => (None, Vec::new()),
@@ -969,9 +969,15 @@ fn claim_fire(
     let Some(run_id) = insert_run(conn, path, &run)? else {
         return Ok(None);
     };
+    // The job as stored now, without reading it (and parsing its schedule) again: the
+    // advance above changed only its next fire, which the column holds in milliseconds.
+    job.next_fire = next
+        .map(|t| Timestamp::from_millisecond(ms(t)))
+        .transpose()
+        .map_err(|e| corrupt(path, &format!("job {}", id.0), "next_fire", e))?;
     Ok(Some(ClaimedRun {
         run: need_run(conn, path, run_id)?,
-        job: need_job(conn, path, id)?,
+        job,
     }))
 }
 
