@@ -15,7 +15,9 @@
 //!    [`Store::job_set_next_fire`]); a due fire of a job that already has a running or pending
 //!    run goes through [`overlap::decide`].
 //! 2. **Claim** with [`Store::run_claim_due`], limit = free capacity (at most
-//!    [`SchedulerConfig::claim_batch`]), and spawn each run (see below). A paused node
+//!    [`SchedulerConfig::claim_batch`]), in growing chunks (8, 16, 32, …), spawning each
+//!    chunk's runs (see below) before claiming the next, so the first runs of a crowded
+//!    instant start without waiting for the whole batch. A paused node
 //!    ([`SchedulerHandle::pause`]) skips steps 1 and 2.
 //! 3. Every third of [`SchedulerConfig::lease`]: **renew** the leases of this node's runs (a
 //!    run whose lease was not renewed was recovered by another node and is stopped here), and
