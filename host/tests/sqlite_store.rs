@@ -708,14 +708,20 @@ fn concurrent_finishes_are_each_a_compare_and_set() {
     assert_eq!(claimed.len(), n);
     let end = t0.checked_add(Duration::from_secs(1)).expect("instant");
     // Each run is finished twice with its attempt, and once with a wrong one, all at once.
-    let answers: Vec<(usize, u32, Result<RunState, StoreErrorKind>)> = std::thread::scope(|s| {
+    // On a tokio runtime, so that the finishes go through the finishing thread's batches.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("runtime");
+    let answers: Vec<(usize, u32, Result<RunState, StoreErrorKind>)> = rt.block_on(async {
         let handles: Vec<_> = claimed
             .iter()
             .enumerate()
             .flat_map(|(i, c)| [(i, c, 1), (i, c, 1), (i, c, 2)])
             .map(|(i, c, attempt)| {
                 let store = store.clone();
-                s.spawn(move || {
+                let c = c.clone();
+                tokio::spawn(async move {
                     let mut done = c.run.clone();
                     done.apply(
                         RunEvent::Succeeded { result_json: None },
@@ -724,19 +730,18 @@ fn concurrent_finishes_are_each_a_compare_and_set() {
                     )
                     .expect("legal");
                     let id = c.run.id.expect("id");
-                    let answer = block_on(store.run_set_state_if_running(
-                        id,
-                        attempt,
-                        &RunFinish::from_run(&done, end),
-                    ));
+                    let answer = store
+                        .run_set_state_if_running(id, attempt, &RunFinish::from_run(&done, end))
+                        .await;
                     (i, attempt, answer.map(|r| r.state).map_err(|e| e.kind()))
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("no panic"))
-            .collect()
+        let mut answers = Vec::new();
+        for h in handles {
+            answers.push(h.await.expect("no panic"));
+        }
+        answers
     });
     for (i, c) in claimed.iter().enumerate() {
         let mine: Vec<_> = answers.iter().filter(|a| a.0 == i).collect();

@@ -92,7 +92,7 @@ impl SqliteOptions {
 /// [`SqliteStore::open`] calls on one file are two connections, like two nodes on one database.
 ///
 /// The exception is [`Store::run_set_state_if_running`], the one write every run makes at its
-/// end, from its own task: it is queued to a *finishing thread* (started on the first
+/// end, from its own task: called on a tokio runtime, it is queued to a *finishing thread* (started on the first
 /// finish, ended when the last clone is dropped) and its future waits for the answer without
 /// blocking the caller's thread. The thread commits whatever finishes have queued up in one
 /// `BEGIN IMMEDIATE` transaction (group commit), each one still its own compare-and-set on
@@ -1687,6 +1687,12 @@ impl Store for SqliteStore {
     ) -> StoreResult<Run> {
         // Refused before queuing: a finish that cannot be valid never reaches a batch.
         finish.validate()?;
+        // Outside a tokio runtime (a plain executor, a CLI command, the conformance suite)
+        // the caller's thread would only park while the finishing thread works: run it here
+        // and save the hop (B7 finishes one run at a time this way).
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.with(|db| db.run_set_state_if_running(id, expected_attempt, finish));
+        }
         let (reply, answer) = oneshot::channel();
         let req = FinishReq {
             id,
