@@ -683,3 +683,82 @@ fn the_due_job_query_is_served_in_order_by_an_index() {
     assert!(plan.contains("jobs_claim"), "{plan}");
     assert!(!plan.contains("TEMP B-TREE"), "no sort: {plan}");
 }
+
+/// Finishes queued from many threads at once go through the store's finishing thread in
+/// shared transactions; each is still its own compare-and-set with its own answer: every
+/// run ends once, a second finish of the same attempt and a finish of the wrong attempt are
+/// Conflicts, and nothing else is touched.
+#[test]
+fn concurrent_finishes_are_each_a_compare_and_set() {
+    let dir = TempDir::new("finishes");
+    let path = dir.file("takt.db");
+    let store = open(&path);
+    let t0 = ts("2026-06-01T10:00:00Z");
+    let n = 40;
+    for i in 0..n {
+        let mut job = JobDef::new(&format!("burst-{i}"), "t::noop").expect("job");
+        job.next_fire = Some(t0);
+        block_on(store.job_insert(&job, t0)).expect("insert");
+    }
+    let claimed = block_on(store.run_claim_due(&ClaimParams {
+        node: NodeId("node-a".into()),
+        tags: Vec::new(),
+        now: t0,
+        limit: n,
+        lease: Duration::from_secs(60),
+    }))
+    .expect("claim");
+    assert_eq!(claimed.len(), n);
+    let end = t0.checked_add(Duration::from_secs(1)).expect("instant");
+    // Each run is finished twice with its attempt, and once with a wrong one, all at once.
+    // On a tokio runtime, so that the finishes go through the finishing thread's batches.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("runtime");
+    let answers: Vec<(usize, u32, Result<RunState, StoreErrorKind>)> = rt.block_on(async {
+        let handles: Vec<_> = claimed
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| [(i, c, 1), (i, c, 1), (i, c, 2)])
+            .map(|(i, c, attempt)| {
+                let store = store.clone();
+                let c = c.clone();
+                tokio::spawn(async move {
+                    let mut done = c.run.clone();
+                    done.apply(
+                        RunEvent::Succeeded { result_json: None },
+                        end,
+                        &RetryPolicy::default(),
+                    )
+                    .expect("legal");
+                    let id = c.run.id.expect("id");
+                    let answer = store
+                        .run_set_state_if_running(id, attempt, &RunFinish::from_run(&done, end))
+                        .await;
+                    (i, attempt, answer.map(|r| r.state).map_err(|e| e.kind()))
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for h in handles {
+            answers.push(h.await.expect("no panic"));
+        }
+        answers
+    });
+    for (i, c) in claimed.iter().enumerate() {
+        let mine: Vec<_> = answers.iter().filter(|a| a.0 == i).collect();
+        let ok = mine.iter().filter(|a| a.2.is_ok()).count();
+        assert_eq!(ok, 1, "run {i} ended exactly once: {mine:?}");
+        assert!(
+            mine.iter()
+                .all(|a| a.2 == Ok(RunState::Succeeded) || a.2 == Err(StoreErrorKind::Conflict)),
+            "{mine:?}"
+        );
+        assert!(mine.iter().any(|a| a.1 == 2 && a.2.is_err()), "{mine:?}");
+        let id = c.run.id.expect("id");
+        let stored = block_on(store.run_get(id)).expect("get").expect("run");
+        assert_eq!(stored.state, RunState::Succeeded);
+        assert_eq!(stored.attempt, 1);
+    }
+}

@@ -92,9 +92,20 @@ async fn main() {
     ))
     .expect("a valid static plugin");
 
-    if args.num("probe", 0) != 0 {
-        probe(plugin, &counter, n).await;
-        return;
+    match args.num("probe", 0) {
+        0 => {}
+        1 => {
+            probe(Probe::new(MemoryStore::new()), plugin, &counter, n).await;
+            return;
+        }
+        _ => {
+            let path = temp_db("b3probe");
+            let store =
+                SqliteStore::open(&path, &SqliteOptions::default()).expect("the SQLite store opens");
+            probe(Probe::new(store), plugin, &counter, n).await;
+            remove_db(&path);
+            return;
+        }
     }
 
     let mut contenders = vec![
@@ -271,10 +282,15 @@ fn report(
     );
 }
 
-/// `--probe 1`: one takt + MemoryStore round (capacity 64, batch 64) with every store call
-/// counted and timed, to see how much of the burst is spent in the store.
-async fn probe(plugin: PluginRef, counter: &Counter, n: usize) {
-    let store = Probe::new(MemoryStore::new());
+/// `--probe 1` (MemoryStore) / `--probe 2` (SqliteStore): one takt round (capacity 64, batch
+/// 64) with every store call counted and timed, to see how much of the burst is spent in the
+/// store.
+async fn probe<S: Store + Clone + 'static>(
+    store: Probe<S>,
+    plugin: PluginRef,
+    counter: &Counter,
+    n: usize,
+) {
     let outcome =
         takt_round_with(store.clone(), plugin, counter, n, 64, 64, || store.clear()).await;
     match outcome {

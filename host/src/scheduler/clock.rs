@@ -19,9 +19,18 @@ pub trait Clock: Send + Sync + 'static {
     fn sleep_until(&self, at: Timestamp) -> Sleep<'_>;
 }
 
-/// The system clock (`Timestamp::now`) with tokio's timer.
+/// The system clock (`Timestamp::now`) with tokio's timer for the long part of a wait and a
+/// precise OS sleep for its last [`FINE_WAIT`].
+///
+/// tokio's timer has a resolution of one millisecond and rounds deadlines up, so a due instant
+/// was noticed 1–2 ms late (B4); a thread sleep on Linux overshoots by tens of microseconds.
+/// The fine part runs on tokio's blocking pool and cannot be cancelled: dropped early, it
+/// holds a pool thread for at most [`FINE_WAIT`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
+
+/// How much of a [`SystemClock`] wait is a precise thread sleep instead of a tokio timer.
+const FINE_WAIT: Duration = Duration::from_millis(2);
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
@@ -29,16 +38,30 @@ impl Clock for SystemClock {
     }
 
     fn sleep_until(&self, at: Timestamp) -> Sleep<'_> {
-        Box::pin(async move {
-            // Re-check after waking: the wall clock may have been stepped back meanwhile.
-            loop {
-                let left = at.duration_since(Timestamp::now());
-                match Duration::try_from(left) {
-                    Ok(d) if !d.is_zero() => tokio::time::sleep(d).await,
-                    _ => return,
+        Box::pin(wait_until(at, Timestamp::now))
+    }
+}
+
+/// Waits until `now()` reaches `at`: tokio's timer for all but the last [`FINE_WAIT`], then a
+/// precise thread sleep (tokio's timer rounds up to the millisecond and wakes 1–2 ms late).
+/// Re-checks after waking: the wall clock (or an offset) may have moved meanwhile.
+async fn wait_until(at: Timestamp, now: impl Fn() -> Timestamp) {
+    loop {
+        let left = at.duration_since(now());
+        match Duration::try_from(left) {
+            Ok(d) if d > FINE_WAIT => tokio::time::sleep(d - FINE_WAIT).await,
+            Ok(d) if !d.is_zero() => {
+                // A runtime that is shutting down refuses blocking work: the coarse timer
+                // still ends the wait.
+                if tokio::task::spawn_blocking(move || std::thread::sleep(d))
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(d).await;
                 }
             }
-        })
+            _ => return,
+        }
     }
 }
 
@@ -98,16 +121,7 @@ impl Clock for OffsetClock {
     }
 
     fn sleep_until(&self, at: Timestamp) -> Sleep<'_> {
-        Box::pin(async move {
-            // Re-check after waking: the offset (or the wall clock) may have moved meanwhile.
-            loop {
-                let left = at.duration_since(self.now());
-                match Duration::try_from(left) {
-                    Ok(d) if !d.is_zero() => tokio::time::sleep(d).await,
-                    _ => return,
-                }
-            }
-        })
+        Box::pin(wait_until(at, || self.now()))
     }
 }
 

@@ -15,7 +15,9 @@
 //!    [`Store::job_set_next_fire`]); a due fire of a job that already has a running or pending
 //!    run goes through [`overlap::decide`].
 //! 2. **Claim** with [`Store::run_claim_due`], limit = free capacity (at most
-//!    [`SchedulerConfig::claim_batch`]), and spawn each run (see below). A paused node
+//!    [`SchedulerConfig::claim_batch`]), in growing chunks (8, 16, 32, …), spawning each
+//!    chunk's runs (see below) before claiming the next, so the first runs of a crowded
+//!    instant start without waiting for the whole batch. A paused node
 //!    ([`SchedulerHandle::pause`]) skips steps 1 and 2.
 //! 3. Every third of [`SchedulerConfig::lease`]: **renew** the leases of this node's runs (a
 //!    run whose lease was not renewed was recovered by another node and is stopped here), and
@@ -643,24 +645,9 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
             .capacity
             .saturating_sub(shared.running_count());
         if free > 0 && !paused {
-            let params = ClaimParams {
-                node: shared.config.node.clone(),
-                tags: shared.config.tags.clone(),
-                now,
-                limit: free.min(shared.config.claim_batch),
-                lease: shared.config.lease,
-            };
-            match shared.store.run_claim_due(&params).await {
-                Ok(claimed) => {
-                    progressed |= !claimed.is_empty();
-                    for c in claimed {
-                        spawn_run(&shared, &mut runs, c);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!("claiming due runs failed: {e}");
-                    error = Some(format!("claiming due runs: {e}"));
-                }
+            match claim(&shared, &mut runs, now, free.min(shared.config.claim_batch)).await {
+                Ok(any) => progressed |= any,
+                Err(e) => error = Some(format!("claiming due runs: {e}")),
             }
         }
         if shared.stopping.load(Ordering::SeqCst) {
@@ -708,6 +695,65 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
             stats.abandoned_alive
         );
     }
+}
+
+/// The first claim of a pass takes at most this many runs; each further claim of the pass
+/// takes twice the one before, up to the pass's limit.
+const FIRST_CLAIM: usize = 8;
+
+/// Claims up to `limit` due runs and spawns each claimed one; returns whether it claimed any,
+/// or the store's error when the first chunk failed (a later chunk's failure only ends the
+/// pass's claiming: what was claimed runs).
+///
+/// The limit is taken in growing chunks ([`FIRST_CLAIM`], then doubling), each chunk
+/// spawned before the next is claimed: the runs of a chunk start while the store commits the
+/// next, so when many fires are due at one instant the first bodies start after a small
+/// claim instead of after the whole batch (B4 on SQLite: a claim of 100 fires took 2–4 ms).
+/// The chunks together take exactly what one claim of `limit` would (the top of the claim
+/// order), except that a claim advances a job's next fire once per call: a chunk whose job
+/// is due again (a catch-up) ends the pass's claiming, so that fire goes through the next
+/// pass's misfire and overlap decisions, as it would after a single claim. (A store that
+/// returns the job as it was before the advance makes every chunk look due again: the pass
+/// then claims one chunk, which is still correct.)
+async fn claim<S: Store + Clone + 'static>(
+    shared: &Arc<Shared<S>>,
+    runs: &mut JoinSet<()>,
+    now: Timestamp,
+    limit: usize,
+) -> Result<bool, String> {
+    let mut taken = 0;
+    let mut chunk = FIRST_CLAIM;
+    while taken < limit {
+        let ask = chunk.min(limit - taken);
+        let params = ClaimParams {
+            node: shared.config.node.clone(),
+            tags: shared.config.tags.clone(),
+            now,
+            limit: ask,
+            lease: shared.config.lease,
+        };
+        let claimed = match shared.store.run_claim_due(&params).await {
+            Ok(claimed) => claimed,
+            Err(e) if taken == 0 => return Err(e.to_string()),
+            Err(e) => {
+                tracing::warn!("claiming due runs failed: {e}");
+                break;
+            }
+        };
+        let got = claimed.len();
+        let due_again = claimed
+            .iter()
+            .any(|c| c.job.next_fire.is_some_and(|nf| nf <= now));
+        for c in claimed {
+            spawn_run(shared, runs, c);
+        }
+        taken += got;
+        if got < ask || due_again || shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        chunk = chunk.saturating_mul(2);
+    }
+    Ok(taken > 0)
 }
 
 /// Renews this node's leases: of its runs in flight, of those whose outcome waits to be
