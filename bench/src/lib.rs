@@ -38,6 +38,15 @@ impl Args {
         args
     }
 
+    /// The text value of `--name`, if given.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The numeric value of `--name`, else `default`.
     pub fn num(&self, name: &str, default: u64) -> u64 {
         match self.pairs.iter().rev().find(|(n, _)| n == name) {

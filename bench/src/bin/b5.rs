@@ -21,8 +21,13 @@
 //! proxy that counts the statements clients send (simple queries plus extended-protocol
 //! executions); that round's time is reported apart, since the proxy adds a hop.
 //!
+//! `--probe 1` runs one takt round per configuration with every store call counted and timed
+//! (`takt_bench::probe::Probe`), plus a probe of what a committed single-row `UPDATE` costs on
+//! the server; the "why" in `BENCHMARKS.md` comes from it.
+//!
 //! `cargo run --release --manifest-path bench/Cargo.toml --bin b5 [-- --n 20000 --rounds 3
-//! --url postgres://postgres@127.0.0.1:5432 --db bench_b5 --apalis 1 --json]`
+//! --apalis 1 --count 1 --probe 0 --json]`; the server is `B5_URL` (default
+//! `postgres://postgres@127.0.0.1:5432`) and the database `B5_DB` (default `bench_b5`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,6 +37,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 use takt_bench::pg::{self, DbStats, Wire, WireTally};
+use takt_bench::probe::Probe;
 use takt_bench::{Args, Counter, median_min_max, print_table};
 use takt_core::job::JobDef;
 use takt_core::policy::MisfirePolicy;
@@ -91,6 +97,8 @@ struct Bench {
     counter: Arc<Counter>,
     wire: Wire,
     verbose: bool,
+    /// `--probe 1`: time every store call of the takt rounds (see [`Bench::commit_probe`]).
+    probe: bool,
 }
 
 impl Bench {
@@ -178,25 +186,21 @@ impl Bench {
         let store = PgStore::connect(&PgOptions::new(url).with_schema(SCHEMA))
             .await
             .expect("the store connects");
-        self.counter.reset(self.n);
-        let mut config = SchedulerConfig::new(NodeId("b5".into()));
-        config.capacity = capacity;
-        config.claim_batch = batch;
-        let start = Instant::now();
-        let host = HostBuilder::new(store)
-            .static_plugin(self.plugin)
-            .scheduler_config(config)
-            .start()
-            .await
-            .expect("the host starts");
-        let secs = self
-            .counter
-            .wait(ROUND_LIMIT)
-            .await
-            .map(|at| (at - start).as_secs_f64());
-        let runs = self.counter.count();
-        host.shutdown(Duration::from_secs(5)).await;
-        drop(host);
+        let (secs, runs) = if self.probe {
+            let probe = Probe::new(store);
+            let r = self.drive(probe.clone(), capacity, batch).await;
+            eprintln!("  store calls (capacity {capacity}), most time first:");
+            for (name, calls, took) in probe.report() {
+                eprintln!(
+                    "    {name:<26} {calls:>7} calls  {:>9.1} ms  {:>8.1} µs/call",
+                    took.as_secs_f64() * 1e3,
+                    took.as_secs_f64() * 1e6 / calls as f64
+                );
+            }
+            r
+        } else {
+            self.drive(store, capacity, batch).await
+        };
         let after = self.settle().await;
         let wire = proxied.then(|| self.wire.take());
         if self.verbose {
@@ -220,6 +224,93 @@ impl Bench {
             stats: after.since(before),
             wire,
         }
+    }
+
+    /// Starts a host on `store`, waits for the N-th body and shuts the host down: seconds to
+    /// the N-th body (`None`: incomplete) and the bodies run.
+    async fn drive<S: Store + Clone + 'static>(
+        &self,
+        store: S,
+        capacity: usize,
+        batch: usize,
+    ) -> (Option<f64>, usize) {
+        self.counter.reset(self.n);
+        let mut config = SchedulerConfig::new(NodeId("b5".into()));
+        config.capacity = capacity;
+        config.claim_batch = batch;
+        let start = Instant::now();
+        let host = HostBuilder::new(store)
+            .static_plugin(self.plugin)
+            .scheduler_config(config)
+            .start()
+            .await
+            .expect("the host starts");
+        let secs = self
+            .counter
+            .wait(ROUND_LIMIT)
+            .await
+            .map(|at| (at - start).as_secs_f64());
+        let runs = self.counter.count();
+        host.shutdown(Duration::from_secs(5)).await;
+        (secs, runs)
+    }
+
+    /// `--probe 1`: what one committed single-row `UPDATE` costs on this server, from one
+    /// connection and from 10 at once (each on its own row), against a `SELECT 1` round trip:
+    /// the ceiling for a design with one write transaction per run.
+    async fn commit_probe(&self) {
+        let setup = pg::connect(&self.db_url(false)).await;
+        setup
+            .batch_execute(
+                "DROP TABLE IF EXISTS public.b5_probe; \
+                 CREATE TABLE public.b5_probe (id int PRIMARY KEY, n bigint NOT NULL); \
+                 INSERT INTO public.b5_probe SELECT g, 0 FROM generate_series(0, 9) g",
+            )
+            .await
+            .expect("probe table");
+        let reps = 2_000;
+        let select = setup.prepare("SELECT 1").await.expect("prepared");
+        let t = Instant::now();
+        for _ in 0..reps {
+            setup.query_one(&select, &[]).await.expect("select");
+        }
+        let rtt = t.elapsed().as_secs_f64() * 1e6 / reps as f64;
+        let update = setup
+            .prepare("UPDATE public.b5_probe SET n = n + 1 WHERE id = $1")
+            .await
+            .expect("prepared");
+        let t = Instant::now();
+        for _ in 0..reps {
+            setup.execute(&update, &[&0i32]).await.expect("update");
+        }
+        let one = t.elapsed().as_secs_f64() * 1e6 / reps as f64;
+        let mut tasks = tokio::task::JoinSet::new();
+        let t = Instant::now();
+        for id in 0..10i32 {
+            let url = self.db_url(false);
+            tasks.spawn(async move {
+                let c = pg::connect(&url).await;
+                let u = c
+                    .prepare("UPDATE public.b5_probe SET n = n + 1 WHERE id = $1")
+                    .await
+                    .expect("prepared");
+                for _ in 0..reps / 10 {
+                    c.execute(&u, &[&id]).await.expect("update");
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        let ten = reps as f64 / t.elapsed().as_secs_f64();
+        setup
+            .batch_execute("DROP TABLE public.b5_probe")
+            .await
+            .expect("probe table dropped");
+        eprintln!(
+            "commit probe: SELECT 1 round trip {rtt:.0} µs; one connection, autocommit \
+             single-row UPDATE {one:.0} µs ({:.0}/s); 10 connections at once: {ten:.0} \
+             UPDATE commits/s",
+            1e6 / one
+        );
     }
 
     async fn apalis(&self, concurrency: usize, batch: usize, proxied: bool) -> Sample {
@@ -350,7 +441,25 @@ async fn main() {
         counter,
         wire: Wire::start(upstream).await,
         verbose: std::env::var_os("B5_VERBOSE").is_some(),
+        probe: args.num("probe", 0) != 0,
     };
+    if bench.probe {
+        // One takt round per configuration with every store call timed, and the commit probe;
+        // no peer, no table.
+        bench.commit_probe().await;
+        for (capacity, batch) in [(10, 32), (64, 64)] {
+            let s = bench.takt(capacity, batch, false).await;
+            eprintln!(
+                "probe round, capacity {capacity}: {}",
+                s.secs.map_or("incomplete".into(), |t| format!(
+                    "{:.0} runs/s",
+                    n as f64 / t
+                ))
+            );
+        }
+        bench.commit_probe().await;
+        return;
+    }
     let server: String = bench
         .admin
         .query_one("SHOW server_version", &[])

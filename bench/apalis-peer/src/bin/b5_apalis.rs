@@ -12,6 +12,11 @@
 //!   caller). Prints one JSON line: `runs`, `body_secs` (from building the worker to the `N`-th
 //!   body), `drain_secs` (until the stopped worker flushed its acks), and the settings.
 //!
+//! For B6 several drain processes share one queue: `--ids 1` prints `ran <payload> <unix ms>`
+//! on stderr for every body, `--start-at <unix ms>` makes them start together, and
+//! `--until-empty 1` stops the worker once no task is left `Pending` (plus 500 ms for the bodies
+//! in hand), at the latest after `--seconds`.
+//!
 //! The pool is sqlx's default (`PgPoolOptions`, 10 connections) unless `--pool` is given.
 
 use std::sync::OnceLock;
@@ -34,7 +39,10 @@ static PRINT_IDS: OnceLock<bool> = OnceLock::new();
 
 async fn noop(job: u64, worker: WorkerContext) -> Result<(), BoxDynError> {
     if PRINT_IDS.get() == Some(&true) {
-        eprintln!("ran {job}");
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        eprintln!("ran {job} {ms}");
     }
     let n = DONE.fetch_add(1, Ordering::Relaxed) + 1;
     if Some(&n) == TARGET.get() {
@@ -53,6 +61,9 @@ struct Args {
     pool: u32,
     worker: String,
     ids: bool,
+    start_at: u64,
+    seconds: u64,
+    until_empty: bool,
 }
 
 fn parse_args() -> Args {
@@ -67,6 +78,9 @@ fn parse_args() -> Args {
         pool: 10,
         worker: "b5-worker".into(),
         ids: false,
+        start_at: 0,
+        seconds: 0,
+        until_empty: false,
     };
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -82,6 +96,9 @@ fn parse_args() -> Args {
             "--pool" => args.pool = num(value()) as u32,
             "--worker" => args.worker = value(),
             "--ids" => args.ids = num(value()) != 0,
+            "--start-at" => args.start_at = num(value()),
+            "--seconds" => args.seconds = num(value()),
+            "--until-empty" => args.until_empty = num(value()) != 0,
             other => usage(&format!("unknown argument {other}")),
         }
     }
@@ -94,7 +111,8 @@ fn parse_args() -> Args {
 fn usage(why: &str) -> ! {
     eprintln!(
         "b5-apalis: {why}\nusage: b5-apalis push|drain --url URL [--runs N] [--batch B] \
-         [--concurrency C] [--pool P] [--worker NAME] [--ids 0|1]"
+         [--concurrency C] [--pool P] [--worker NAME] [--ids 0|1] [--start-at UNIX_MS] \
+         [--seconds S] [--until-empty 0|1]"
     );
     std::process::exit(2)
 }
@@ -119,12 +137,31 @@ async fn main() -> Result<(), BoxDynError> {
     TARGET.set(args.runs).expect("set once");
     PRINT_IDS.set(args.ids).expect("set once");
     let backend = PostgresStorage::<u64>::new(&pool).with_config(config);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if args.start_at > now_ms {
+        tokio::time::sleep(Duration::from_millis(args.start_at - now_ms)).await;
+    }
     let start = Instant::now();
     let worker = WorkerBuilder::new(args.worker.as_str())
         .backend(backend)
         .concurrency(args.concurrency)
         .build(noop);
-    worker.run().await?;
+    if args.seconds > 0 || args.until_empty {
+        let limit = Duration::from_secs(if args.seconds > 0 {
+            args.seconds
+        } else {
+            3_600
+        });
+        let watch = watch_queue(&pool, args.until_empty, start + limit);
+        tokio::select! {
+            r = worker.run() => r?,
+            () = watch => {}
+        }
+    } else {
+        worker.run().await?;
+    }
     let drain = start.elapsed();
     let body = LAST_BODY.get().map(|t| t.duration_since(start));
     pool.close().await;
@@ -140,4 +177,26 @@ async fn main() -> Result<(), BoxDynError> {
     });
     println!("{out}");
     Ok(())
+}
+
+/// Returns at `until`, or (with `until_empty`) once no task of the queue is `Pending` any more
+/// and the fetched ones have had 500 ms to run.
+async fn watch_queue(pool: &sqlx::PgPool, until_empty: bool, until: Instant) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if Instant::now() >= until {
+            return;
+        }
+        if until_empty {
+            let left: Result<i64, _> = sqlx::query_scalar(
+                "SELECT count(*) FROM apalis.jobs WHERE job_type = 'b5' AND status = 'Pending'",
+            )
+            .fetch_one(pool)
+            .await;
+            if left.is_ok_and(|n| n == 0) {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                return;
+            }
+        }
+    }
 }
