@@ -26,7 +26,7 @@
 //! the server; the "why" in `BENCHMARKS.md` comes from it.
 //!
 //! `cargo run --release --manifest-path bench/Cargo.toml --bin b5 [-- --n 20000 --rounds 3
-//! --apalis 1 --count 1 --probe 0 --json]`; the server is `B5_URL` (default
+//! --apalis 1 --count 1 --probe 0 --pool 0 --json]`; the server is `B5_URL` (default
 //! `postgres://postgres@127.0.0.1:5432`) and the database `B5_DB` (default `bench_b5`).
 
 use std::path::{Path, PathBuf};
@@ -58,16 +58,26 @@ const SCHEMA: &str = "bench_b5_takt";
 
 #[derive(Clone, Copy, Debug)]
 enum Contender {
-    Takt { capacity: usize, batch: usize },
-    Apalis { concurrency: usize, batch: usize },
+    /// `pool`: the `PgStore`'s pool size (`PgOptions` default 8).
+    Takt {
+        capacity: usize,
+        batch: usize,
+        pool: usize,
+    },
+    Apalis {
+        concurrency: usize,
+        batch: usize,
+    },
 }
 
 impl Contender {
     fn label(self) -> String {
         match self {
-            Contender::Takt { capacity, batch } => {
-                format!("takt PgStore (capacity {capacity}, claim_batch {batch}, pool 8)")
-            }
+            Contender::Takt {
+                capacity,
+                batch,
+                pool,
+            } => format!("takt PgStore (capacity {capacity}, claim_batch {batch}, pool {pool})"),
             Contender::Apalis { concurrency, batch } => format!(
                 "apalis-postgres 1.0.0 (concurrency {concurrency}, batch_size {batch}, pool 10)"
             ),
@@ -122,7 +132,11 @@ impl Bench {
 
     async fn round(&self, c: Contender, proxied: bool) -> Sample {
         match c {
-            Contender::Takt { capacity, batch } => self.takt(capacity, batch, proxied).await,
+            Contender::Takt {
+                capacity,
+                batch,
+                pool,
+            } => self.takt(capacity, batch, pool, proxied).await,
             Contender::Apalis { concurrency, batch } => {
                 self.apalis(concurrency, batch, proxied).await
             }
@@ -131,7 +145,7 @@ impl Bench {
 
     /// Inserts one job with `Store::job_insert` and copies it N−1 times in SQL (only the name
     /// differs), then drains them with a fresh store and host.
-    async fn takt(&self, capacity: usize, batch: usize, proxied: bool) -> Sample {
+    async fn takt(&self, capacity: usize, batch: usize, pool: usize, proxied: bool) -> Sample {
         let setup = pg::connect(&self.db_url(false)).await;
         setup
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
@@ -183,7 +197,7 @@ impl Bench {
         self.wire.take();
 
         let url = self.db_url(proxied);
-        let store = PgStore::connect(&PgOptions::new(url).with_schema(SCHEMA))
+        let store = PgStore::connect(&PgOptions::new(url).with_schema(SCHEMA).with_pool_size(pool))
             .await
             .expect("the store connects");
         let (secs, runs) = if self.probe {
@@ -402,6 +416,9 @@ async fn main() {
     let db = std::env::var("B5_DB").unwrap_or_else(|_| "bench_b5".into());
     let with_peer = args.num("apalis", 1) != 0 && build_peer();
     let counted = args.num("count", 1) != 0;
+    // `--pool P`: two more takt rows with the store's pool raised to P (an experiment: the
+    // default pool of 8 connections is below the capacity of both rows).
+    let extra_pool = args.num("pool", 0) as usize;
 
     let counter = Arc::new(Counter::default());
     let c = counter.clone();
@@ -447,10 +464,14 @@ async fn main() {
         // One takt round per configuration with every store call timed, and the commit probe;
         // no peer, no table.
         bench.commit_probe().await;
-        for (capacity, batch) in [(10, 32), (64, 64)] {
-            let s = bench.takt(capacity, batch, false).await;
+        let mut pools = vec![8];
+        if extra_pool > 0 {
+            pools.push(extra_pool);
+        }
+        for (capacity, batch, pool) in pools.iter().flat_map(|&p| [(10, 32, p), (64, 64, p)]) {
+            let s = bench.takt(capacity, batch, pool, false).await;
             eprintln!(
-                "probe round, capacity {capacity}: {}",
+                "probe round, capacity {capacity}, pool {pool}: {}",
                 s.secs.map_or("incomplete".into(), |t| format!(
                     "{:.0} runs/s",
                     n as f64 / t
@@ -471,12 +492,26 @@ async fn main() {
         Contender::Takt {
             capacity: 10,
             batch: 32,
+            pool: 8,
         },
         Contender::Takt {
             capacity: 64,
             batch: 64,
+            pool: 8,
         },
     ];
+    if extra_pool > 0 {
+        contenders.push(Contender::Takt {
+            capacity: 10,
+            batch: 32,
+            pool: extra_pool,
+        });
+        contenders.push(Contender::Takt {
+            capacity: 64,
+            batch: 64,
+            pool: extra_pool,
+        });
+    }
     if with_peer {
         contenders.push(Contender::Apalis {
             concurrency: 10,
