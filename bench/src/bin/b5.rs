@@ -9,7 +9,10 @@
 //!   capacity 10 (the default claim batch 32, so a claim takes at most the 10 free slots), and
 //!   capacity 64 with claim batch 64;
 //! * apalis-postgres 1.0 (a child process, `apalis-peer/` bin `b5-apalis`): one worker with
-//!   concurrency 10 and fetch batch 10 (apalis' default batch), and 64 / 64.
+//!   concurrency 10 and fetch batch 10 (apalis' default batch), and 64 / 64;
+//! * graphile-worker 0.16.6 from npm (a Node.js child process, `graphile-peer/b5.mjs`; 0.16 is
+//!   the newest release that runs on the installed Node.js 20): one runner with concurrency 10,
+//!   and 64, defaults otherwise.
 //!
 //! A run counts when its body executes; a round is timed from the contender's start (takt:
 //! `start()`, apalis: building the worker) to the N-th body. Setup is not timed and not counted.
@@ -26,7 +29,7 @@
 //! the server; the "why" in `BENCHMARKS.md` comes from it.
 //!
 //! `cargo run --release --manifest-path bench/Cargo.toml --bin b5 [-- --n 20000 --rounds 3
-//! --apalis 1 --count 1 --probe 0 --pool 0 --json]`; the server is `B5_URL` (default
+//! --apalis 1 --graphile 1 --count 1 --probe 0 --pool 0 --json]`; the server is `B5_URL` (default
 //! `postgres://postgres@127.0.0.1:5432`) and the database `B5_DB` (default `bench_b5`).
 
 use std::path::{Path, PathBuf};
@@ -68,6 +71,9 @@ enum Contender {
         concurrency: usize,
         batch: usize,
     },
+    Graphile {
+        concurrency: usize,
+    },
 }
 
 impl Contender {
@@ -81,6 +87,9 @@ impl Contender {
             Contender::Apalis { concurrency, batch } => format!(
                 "apalis-postgres 1.0.0 (concurrency {concurrency}, batch_size {batch}, pool 10)"
             ),
+            Contender::Graphile { concurrency } => {
+                format!("graphile-worker 0.16.6 (concurrency {concurrency})")
+            }
         }
     }
 }
@@ -140,6 +149,7 @@ impl Bench {
             Contender::Apalis { concurrency, batch } => {
                 self.apalis(concurrency, batch, proxied).await
             }
+            Contender::Graphile { concurrency } => self.graphile(concurrency, proxied).await,
         }
     }
 
@@ -327,6 +337,29 @@ impl Bench {
         );
     }
 
+    /// graphile-worker in a Node.js child process (`graphile-peer/b5.mjs`): push, then drain.
+    async fn graphile(&self, concurrency: usize, proxied: bool) -> Sample {
+        let setup = pg::connect(&self.db_url(false)).await;
+        setup
+            .batch_execute("DROP SCHEMA IF EXISTS graphile_worker CASCADE")
+            .await
+            .expect("old graphile schema dropped");
+        drop(setup);
+        let n = self.n.to_string();
+        node(&["push", &self.db_url(false), &n]);
+        let before = self.settle().await;
+        self.wire.take();
+        let out = node(&["drain", &self.db_url(proxied), &n, &concurrency.to_string()]);
+        let after = self.settle().await;
+        let wire = proxied.then(|| self.wire.take());
+        Sample {
+            secs: out["body_secs"].as_f64(),
+            runs: out["runs"].as_u64().unwrap_or(0) as usize,
+            stats: after.since(before),
+            wire,
+        }
+    }
+
     async fn apalis(&self, concurrency: usize, batch: usize, proxied: bool) -> Sample {
         let setup = pg::connect(&self.db_url(false)).await;
         setup
@@ -372,6 +405,41 @@ fn peer_manifest() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("apalis-peer/Cargo.toml")
 }
 
+fn graphile_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("graphile-peer")
+}
+
+/// Installs the graphile-worker peer's packages from its lock file (`npm ci`) once, before
+/// anything is timed; node_modules is not committed.
+fn install_graphile() -> bool {
+    eprintln!("b5: installing the graphile-worker peer (graphile-peer/, npm ci)…");
+    let ok = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--silent"])
+        .current_dir(graphile_dir())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("b5: the graphile-worker peer did not install; measuring without it");
+    }
+    ok
+}
+
+/// Runs the graphile-worker peer with `args`; its last stdout line is JSON.
+fn node(args: &[&str]) -> Value {
+    let out = Command::new("node")
+        .arg(graphile_dir().join("b5.mjs"))
+        .args(args)
+        .output()
+        .expect("start the graphile-worker peer");
+    assert!(
+        out.status.success(),
+        "the graphile-worker peer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().expect("one JSON line")).expect("the peer's JSON")
+}
+
 /// Builds the apalis-postgres peer once, before anything is timed.
 fn build_peer() -> bool {
     eprintln!("b5: building the apalis-postgres peer (apalis-peer/, release)…");
@@ -415,6 +483,7 @@ async fn main() {
         std::env::var("B5_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
     let db = std::env::var("B5_DB").unwrap_or_else(|_| "bench_b5".into());
     let with_peer = args.num("apalis", 1) != 0 && build_peer();
+    let with_graphile = args.num("graphile", 1) != 0 && install_graphile();
     let counted = args.num("count", 1) != 0;
     // `--pool P`: two more takt rows with the store's pool raised to P (an experiment: the
     // default pool of 8 connections is below the capacity of both rows).
@@ -521,6 +590,10 @@ async fn main() {
             concurrency: 64,
             batch: 64,
         });
+    }
+    if with_graphile {
+        contenders.push(Contender::Graphile { concurrency: 10 });
+        contenders.push(Contender::Graphile { concurrency: 64 });
     }
 
     let mut timed: Vec<Vec<Sample>> = contenders.iter().map(|_| Vec::new()).collect();
