@@ -38,6 +38,15 @@ impl Args {
         args
     }
 
+    /// The text value of `--name`, if given.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The numeric value of `--name`, else `default`.
     pub fn num(&self, name: &str, default: u64) -> u64 {
         match self.pairs.iter().rev().find(|(n, _)| n == name) {
@@ -395,6 +404,305 @@ pub mod probe {
                 "retention_purge",
                 self.inner.retention_purge(older_than)
             )
+        }
+    }
+}
+
+/// PostgreSQL helpers for B5 and B6: the server's per-database counters, waiting until a
+/// database has no client left (so that every backend has flushed its statistics), and a
+/// counting proxy that tells how many statements a contender sends.
+pub mod pg {
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_postgres::{Client, NoTls};
+
+    /// Connects to `url` and drives the connection on the current runtime.
+    pub async fn connect(url: &str) -> Client {
+        let (client, conn) = tokio_postgres::connect(url, NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                eprintln!("postgres connection ended: {e}");
+            }
+        });
+        client
+    }
+
+    /// One reading of `pg_stat_database` for a database.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct DbStats {
+        /// Committed transactions, read-only ones included (every statement outside
+        /// `BEGIN … COMMIT` is a transaction of its own).
+        pub xact_commit: i64,
+        /// Rolled-back transactions.
+        pub xact_rollback: i64,
+        /// Rows inserted, updated and deleted.
+        pub tup_written: i64,
+    }
+
+    impl DbStats {
+        /// `self − before`.
+        pub fn since(self, before: DbStats) -> DbStats {
+            DbStats {
+                xact_commit: self.xact_commit - before.xact_commit,
+                xact_rollback: self.xact_rollback - before.xact_rollback,
+                tup_written: self.tup_written - before.tup_written,
+            }
+        }
+    }
+
+    /// Reads the counters of `db`. `admin` must be connected to another database, so that its
+    /// own queries are not counted. PostgreSQL 15 keeps a backend's counts locally and flushes
+    /// them at most once a second and when the backend exits: call [`wait_idle`] first.
+    pub async fn db_stats(admin: &Client, db: &str) -> DbStats {
+        let row = admin
+            .query_one(
+                "SELECT xact_commit, xact_rollback, tup_inserted + tup_updated + tup_deleted \
+                 FROM pg_stat_database WHERE datname = $1",
+                &[&db],
+            )
+            .await
+            .expect("pg_stat_database is readable");
+        DbStats {
+            xact_commit: row.get(0),
+            xact_rollback: row.get(1),
+            tup_written: row.get(2),
+        }
+    }
+
+    /// Waits until no backend is connected to `db` (every client closed and every backend
+    /// exited, which flushes its statistics), then 100 ms more. Returns false after `limit`.
+    pub async fn wait_idle(admin: &Client, db: &str, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let n: i64 = admin
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                    &[&db],
+                )
+                .await
+                .expect("pg_stat_activity is readable")
+                .get(0);
+            if n == 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// What the clients of a [`Wire`] proxy sent.
+    #[derive(Clone, Debug, Default)]
+    pub struct WireTally {
+        /// Connections opened through the proxy.
+        pub connections: u64,
+        /// Simple-protocol queries (`Q`; takt's and sqlx's `BEGIN` / `COMMIT` are sent so).
+        pub simple: u64,
+        /// Extended-protocol executions (`E`): one per prepared statement run.
+        pub executes: u64,
+        /// Executions and simple queries by statement text (whitespace collapsed, cut to 90
+        /// characters).
+        pub by_text: BTreeMap<String, u64>,
+    }
+
+    impl WireTally {
+        /// All statements: simple queries plus executions.
+        pub fn statements(&self) -> u64 {
+            self.simple + self.executes
+        }
+
+        /// Statements other than `BEGIN`, `COMMIT` and `ROLLBACK`.
+        pub fn work_statements(&self) -> u64 {
+            self.by_text
+                .iter()
+                .filter(|(t, _)| !is_tx_control(t))
+                .map(|(_, n)| n)
+                .sum()
+        }
+    }
+
+    fn is_tx_control(text: &str) -> bool {
+        let t = text.trim().to_ascii_uppercase();
+        t.starts_with("BEGIN")
+            || t.starts_with("START TRANSACTION")
+            || t.starts_with("COMMIT")
+            || t.starts_with("ROLLBACK")
+    }
+
+    /// A TCP proxy in front of PostgreSQL that parses what clients send (the frontend side of
+    /// the wire protocol) and counts statements; the server's replies pass through untouched.
+    /// It costs a hop per round trip, so rounds timed for throughput do not go through it.
+    pub struct Wire {
+        /// The local port to connect to instead of the server's.
+        pub port: u16,
+        tally: Arc<Mutex<WireTally>>,
+    }
+
+    impl Wire {
+        /// Listens on a free local port, forwarding to `upstream` (`host:port`).
+        pub async fn start(upstream: String) -> Wire {
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("a local port for the proxy");
+            let port = listener.local_addr().expect("bound").port();
+            let tally = Arc::new(Mutex::new(WireTally::default()));
+            let t = tally.clone();
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let upstream = upstream.clone();
+                    let t = t.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = relay(client, &upstream, t).await {
+                            eprintln!("proxy connection ended: {e}");
+                        }
+                    });
+                }
+            });
+            Wire { port, tally }
+        }
+
+        /// The counts since the last call, and starts counting afresh.
+        pub fn take(&self) -> WireTally {
+            std::mem::take(&mut *self.tally.lock().unwrap_or_else(|e| e.into_inner()))
+        }
+    }
+
+    /// The wire protocol's `SSLRequest` and `GSSENCRequest` codes.
+    const SSL_REQUEST: u32 = 80_877_103;
+    const GSS_REQUEST: u32 = 80_877_104;
+
+    async fn relay(
+        mut client: TcpStream,
+        upstream: &str,
+        tally: Arc<Mutex<WireTally>>,
+    ) -> std::io::Result<()> {
+        client.set_nodelay(true)?;
+        let mut server = TcpStream::connect(upstream).await?;
+        server.set_nodelay(true)?;
+        // Untyped start-up messages: answer an encryption request with "no" (the proxy speaks
+        // plain text), forward the startup packet.
+        loop {
+            let len = client.read_u32().await?;
+            let mut body = vec![0; (len as usize).saturating_sub(4)];
+            client.read_exact(&mut body).await?;
+            let code = u32::from_be_bytes(body[..4].try_into().unwrap_or([0; 4]));
+            if code == SSL_REQUEST || code == GSS_REQUEST {
+                client.write_all(b"N").await?;
+                continue;
+            }
+            server.write_all(&len.to_be_bytes()).await?;
+            server.write_all(&body).await?;
+            break;
+        }
+        tally.lock().unwrap_or_else(|e| e.into_inner()).connections += 1;
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let back = tokio::spawn(async move { tokio::io::copy(&mut sr, &mut cw).await });
+        let mut parser = Parser::default();
+        let mut buf = vec![0; 64 * 1024];
+        loop {
+            let n = cr.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            sw.write_all(&buf[..n]).await?;
+            parser.feed(&buf[..n], &tally);
+        }
+        let _ = sw.shutdown().await;
+        back.abort();
+        Ok(())
+    }
+
+    /// Frontend messages of one connection: statement texts by prepared-statement name and
+    /// portals by name, to attribute each `Execute` to its SQL.
+    #[derive(Default)]
+    struct Parser {
+        pending: Vec<u8>,
+        statements: HashMap<Vec<u8>, String>,
+        portals: HashMap<Vec<u8>, Vec<u8>>,
+    }
+
+    fn cstr(b: &[u8]) -> (&[u8], &[u8]) {
+        match b.iter().position(|&c| c == 0) {
+            Some(i) => (&b[..i], &b[i + 1..]),
+            None => (b, &[]),
+        }
+    }
+
+    fn shorten(sql: &[u8]) -> String {
+        let s = String::from_utf8_lossy(sql);
+        let mut out = String::new();
+        for w in s.split_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(w);
+        }
+        if out.chars().count() > 90 {
+            out = out.chars().take(90).collect::<String>() + "…";
+        }
+        out
+    }
+
+    impl Parser {
+        fn feed(&mut self, data: &[u8], tally: &Mutex<WireTally>) {
+            self.pending.extend_from_slice(data);
+            let mut at = 0;
+            while self.pending.len() - at >= 5 {
+                let kind = self.pending[at];
+                let len = u32::from_be_bytes(
+                    self.pending[at + 1..at + 5].try_into().expect("four bytes"),
+                ) as usize;
+                if self.pending.len() - at < 1 + len {
+                    break;
+                }
+                let body = self.pending[at + 5..at + 1 + len].to_vec();
+                at += 1 + len;
+                self.message(kind, &body, tally);
+            }
+            self.pending.drain(..at);
+        }
+
+        fn message(&mut self, kind: u8, body: &[u8], tally: &Mutex<WireTally>) {
+            match kind {
+                b'P' => {
+                    let (name, rest) = cstr(body);
+                    let (sql, _) = cstr(rest);
+                    self.statements.insert(name.to_vec(), shorten(sql));
+                }
+                b'B' => {
+                    let (portal, rest) = cstr(body);
+                    let (stmt, _) = cstr(rest);
+                    self.portals.insert(portal.to_vec(), stmt.to_vec());
+                }
+                b'E' => {
+                    let (portal, _) = cstr(body);
+                    let text = self
+                        .portals
+                        .get(portal)
+                        .and_then(|s| self.statements.get(s))
+                        .cloned()
+                        .unwrap_or_else(|| "(unknown statement)".into());
+                    let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+                    t.executes += 1;
+                    *t.by_text.entry(text).or_default() += 1;
+                }
+                b'Q' => {
+                    let (sql, _) = cstr(body);
+                    let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+                    t.simple += 1;
+                    *t.by_text.entry(shorten(sql)).or_default() += 1;
+                }
+                _ => {}
+            }
         }
     }
 }
