@@ -116,13 +116,7 @@ impl Dbs {
         );
         let mut c = admin(&self.url).await;
         if on_emulator(&self.url).await {
-            for t in ["run_logs", "runs", "nodes", "jobs", "schema_migrations"] {
-                run_sql(
-                    &mut c,
-                    &format!("IF OBJECT_ID(N'{t}', N'U') IS NOT NULL DROP TABLE {t}"),
-                )
-                .await;
-            }
+            empty(&mut c).await;
             return name;
         }
         run_sql(&mut c, &format!("CREATE DATABASE {name}")).await;
@@ -151,20 +145,31 @@ impl Dbs {
 
     async fn drop_all(&self) {
         let mut c = admin(&self.url).await;
+        if on_emulator(&self.url).await {
+            empty(&mut c).await;
+            return;
+        }
         let names = self.names.lock().expect("names").clone();
         for n in names {
-            // Best effort on the emulator; on a real server other sessions are cut first.
+            // Other sessions (the stores' pools) are cut first.
             let sql = format!(
                 "IF DB_ID(N'{n}') IS NOT NULL BEGIN \
                  ALTER DATABASE {n} SET SINGLE_USER WITH ROLLBACK IMMEDIATE; \
                  DROP DATABASE {n}; END"
             );
-            if c.simple_query(&sql).await.is_err() {
-                c = admin(&self.url).await;
-                let _ = c.simple_query(&format!("DROP DATABASE {n}")).await;
-                c = admin(&self.url).await;
-            }
+            run_sql(&mut c, &sql).await;
         }
+    }
+}
+
+/// Drops takt's tables (the emulator's stand-in for a fresh database).
+async fn empty(c: &mut Client) {
+    for t in ["run_logs", "runs", "nodes", "jobs", "schema_migrations"] {
+        run_sql(
+            c,
+            &format!("IF OBJECT_ID(N'{t}', N'U') IS NOT NULL DROP TABLE {t}"),
+        )
+        .await;
     }
 }
 
