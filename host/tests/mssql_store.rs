@@ -1,7 +1,9 @@
 //! The SQL Server store against the core's conformance suite, plus what only a server store
-//! has: claimers on separate pools racing for one set of fires, migrations applied by nodes
-//! starting together (and twice), a newer schema refused, bad connection strings and
-//! unreachable servers reported precisely.
+//! has: claimers on separate pools racing for one set of fires, claims through connections
+//! reset every few ms and COMMIT answers lost after the server applied them (the test proxy
+//! of `common/proxy.rs`), migrations applied by nodes starting together (and twice), a newer
+//! schema refused, bad connection strings, unreachable servers and refused logins reported
+//! precisely.
 //!
 //! Needs `TAKT_TEST_MSSQL_URL`, an ADO.NET connection string to a login that may create
 //! databases (`.ci/run` starts the iridium emulator and sets it); without it every test here
@@ -407,5 +409,119 @@ fn a_refused_login_is_reported() {
             // An emulator that accepts any password has nothing to refuse.
             Ok(s) => eprintln!("SKIPPED: the server accepted a wrong password ({s:?})"),
         }
+    });
+}
+
+/// Claims through a proxy that resets every connection every few milliseconds, and whose
+/// first COMMITs reach the server but lose their answer: every fire is claimed exactly once,
+/// and every run the database holds as running was handed to the claimer (none orphaned by a
+/// lost COMMIT answer: the claim token finds it).
+#[test]
+fn claims_through_a_breaking_connection_lose_and_double_nothing() {
+    let Some(url) = url() else { return };
+    let _serial = serial();
+    let config = parse_connection_string(&url).expect("valid");
+    let proxy = std::sync::Arc::new(common::proxy::Proxy::start(config.get_addr()));
+    // The test string pointed at the proxy.
+    let via = url
+        .split(';')
+        .map(|part| {
+            let key = part
+                .split('=')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            if key == "server" || key == "data source" {
+                format!("Server=127.0.0.1,{}", proxy.port)
+            } else {
+                part.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(";");
+    let rt = runtime();
+    rt.block_on(async {
+        let dbs = Dbs::new(&url);
+        let db = dbs.fresh().await;
+        let direct = dbs.open(&db).await;
+        let jobs = 10;
+        let fires = seed_every_minute_jobs(&direct, jobs).await;
+        let mut opts = MssqlOptions::new(&via).with_database(&db).with_pool_size(2);
+        opts.connect_timeout = Duration::from_secs(2);
+        let flaky = MssqlStore::connect(&opts)
+            .await
+            .expect("connect through the proxy");
+        // The first claims commit but never hear so.
+        proxy.lose_commit_answers(3);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let breaker = {
+            let (proxy, stop) = (proxy.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    // Long enough between resets for a claim (a dozen round trips) to finish
+                    // now and then, short enough to cut many in the middle.
+                    std::thread::sleep(Duration::from_millis(30 + n * 37 % 120));
+                    proxy.reset();
+                }
+                n
+            })
+        };
+        let started = std::time::Instant::now();
+        let mut got: Vec<(JobId, Timestamp)> = Vec::new();
+        let mut errors = 0;
+        loop {
+            if started.elapsed() > Duration::from_secs(3) {
+                stop.store(true, Ordering::SeqCst);
+            }
+            match flaky
+                .run_claim_due(&ClaimParams {
+                    node: NodeId("flaky".into()),
+                    tags: Vec::new(),
+                    now: conformance::claims_now(),
+                    limit: 5,
+                    lease: Duration::from_secs(60),
+                })
+                .await
+            {
+                Ok(claimed) if claimed.is_empty() && stop.load(Ordering::SeqCst) => break,
+                Ok(claimed) => {
+                    got.extend(claimed.into_iter().map(|c| (c.run.job_id, c.run.fire_time)))
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), StoreErrorKind::Transient, "{e}");
+                    errors += 1;
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "claims finish (got {})",
+                got.len()
+            );
+        }
+        let resets = breaker.join().expect("breaker");
+        conformance::assert_each_fire_once(&got, jobs, fires);
+        let running = direct
+            .run_list(&takt_core::store::RunFilter {
+                state: Some(takt_core::run::RunState::Running),
+                limit: 10_000,
+                ..Default::default()
+            })
+            .await
+            .expect("list");
+        let stored: HashSet<(JobId, Timestamp)> =
+            running.iter().map(|r| (r.job_id, r.fire_time)).collect();
+        let handed: HashSet<(JobId, Timestamp)> = got.iter().copied().collect();
+        assert_eq!(
+            stored, handed,
+            "every running run was handed to the claimer"
+        );
+        eprintln!(
+            "{resets} resets, {errors} transient errors surfaced, {} unknown commits resolved",
+            flaky.unknown_commits()
+        );
+        dbs.drop_all().await;
     });
 }
