@@ -708,10 +708,11 @@ impl MssqlStore {
                 )
             };
             let jobs_sql = format!(
-                "SELECT TOP ({need}) {JOB_COLUMNS} FROM jobs {} \
+                "SELECT TOP ({}) {JOB_COLUMNS} FROM jobs {} \
                  WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at} \
                    AND {tags}{not_handled} \
                  ORDER BY priority, next_fire, id",
+                top(need),
                 dialect::claim_hint(self.emulator)
             );
             let job_rows = c.rows("finding due jobs", &jobs_sql, &q).await?;
@@ -719,7 +720,7 @@ impl MssqlStore {
             let at = q.at(Some(now));
             let tags = tag_filter(&mut q, "j.node_tag", &p.tags);
             let retries_sql = format!(
-                "SELECT TOP ({need}) r.id, j.priority, \
+                "SELECT TOP ({}) r.id, j.priority, \
                    COALESCE(r.next_attempt_at, r.created_at) \
                  FROM runs r {}, jobs j \
                  WHERE j.id = r.job_id AND r.state = N'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= {at} \
@@ -727,6 +728,7 @@ impl MssqlStore {
                    AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
                         (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = N'running')) \
                  ORDER BY j.priority, COALESCE(r.next_attempt_at, r.created_at), r.id",
+                top(need),
                 dialect::claim_hint(self.emulator)
             );
             let retry_rows = c.rows("finding due retries", &retries_sql, &q).await?;
@@ -1147,6 +1149,11 @@ fn finished_as(run: &Run, expected: u32, finish: &RunFinish) -> bool {
         && run.result_json == finish.result_json
 }
 
+/// A row limit as `TOP` takes it (a BIGINT: `usize::MAX` would be refused).
+fn top(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 fn unsigned(v: i64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
@@ -1332,12 +1339,13 @@ impl Store for MssqlStore {
             let at = p.at(Some(now.as_millisecond()));
             let tags = tag_filter(&mut p, "node_tag", tags);
             let sql = format!(
-                "SELECT TOP ({limit}) id, name, next_fire, misfire, overlap, \
+                "SELECT TOP ({}) id, name, next_fire, misfire, overlap, \
                    (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'running'), \
                    (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'pending') \
                  FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at} \
                    AND {tags} \
-                 ORDER BY priority, next_fire, id"
+                 ORDER BY priority, next_fire, id",
+                top(limit)
             );
             let rows = c.rows(what, &sql, &p).await?;
             let mut out = Vec::with_capacity(rows.len());
@@ -1529,7 +1537,7 @@ impl Store for MssqlStore {
             let sql = format!(
                 "SELECT TOP ({}) {RUN_COLUMNS} FROM runs WHERE {} \
                  ORDER BY fire_time DESC, id DESC",
-                filter.limit,
+                top(filter.limit),
                 cond.join(" AND ")
             );
             let rows = c.rows(what, &sql, &p).await?;
@@ -1661,8 +1669,9 @@ impl Store for MssqlStore {
             let after = i64::try_from(after.unwrap_or(0)).unwrap_or(i64::MAX);
             let mut p = c.params();
             let sql = format!(
-                "SELECT TOP ({limit}) seq, at, level, message FROM run_logs \
+                "SELECT TOP ({}) seq, at, level, message FROM run_logs \
                  WHERE run_id = {} AND seq > {} ORDER BY seq",
+                top(limit),
                 p.add(run.0),
                 p.add(after)
             );
