@@ -17,7 +17,8 @@ pub(super) const DEFAULT_DB: &str = "takt.db";
 
 #[derive(Debug, Args)]
 pub(super) struct DbArg {
-    /// The database: a SQLite file, or a postgres:// URL [default: $TAKT_DB, else takt.db in
+    /// The database: a SQLite file, a postgres:// URL, or a SQL Server ADO.NET string
+    /// ("Server=host,1433;Database=…;User Id=…;Password=…") [default: $TAKT_DB, else takt.db in
     /// the working directory]. With PostgreSQL, $TAKT_PG_SCHEMA names the schema.
     /// (`takt run` reads its database from the config file's `database` key instead.)
     #[arg(long, value_name = "PATH|URL")]

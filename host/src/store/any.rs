@@ -17,10 +17,11 @@ use takt_core::store::{
 
 use super::migrate::{AppliedMigration, MigrationObserver};
 use super::postgres::{NodeInfo, NodeStatus};
-use super::{PgOptions, PgStore, SqliteOptions, SqliteStore};
+use super::{MssqlOptions, MssqlStore, PgOptions, PgStore, SqliteOptions, SqliteStore};
 
-/// Where the data lives: a SQLite file, or a PostgreSQL database (a connection string starting
-/// with `postgres://` or `postgresql://`).
+/// Where the data lives: a SQLite file, a PostgreSQL database (a connection string starting
+/// with `postgres://` or `postgresql://`), or a SQL Server database (an ADO.NET connection
+/// string, `Server=host,1433;Database=…;User Id=…;Password=…`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Database {
     /// A SQLite file (created with its directory when missing).
@@ -35,12 +36,22 @@ pub enum Database {
         /// The connection pool's size.
         pool_size: usize,
     },
+    /// A SQL Server database.
+    Mssql {
+        /// The ADO.NET connection string (may hold a password: never print it; see
+        /// [`Database`]'s `Display`).
+        connection_string: String,
+    },
 }
 
 impl Database {
     /// `text` as a database: a PostgreSQL URL, else a SQLite path (relative to `base`).
     pub fn parse(text: &str, base: &Path) -> Database {
-        if is_postgres_url(text) {
+        if is_mssql_connection_string(text) {
+            Database::Mssql {
+                connection_string: text.trim().to_string(),
+            }
+        } else if is_postgres_url(text) {
             Database::Postgres {
                 url: text.to_string(),
                 schema: None,
@@ -56,7 +67,7 @@ impl Database {
     pub fn sqlite_path(&self) -> Option<&Path> {
         match self {
             Database::Sqlite(p) => Some(p),
-            Database::Postgres { .. } => None,
+            Database::Postgres { .. } | Database::Mssql { .. } => None,
         }
     }
 
@@ -86,6 +97,11 @@ impl Database {
                 options.on_migration = observer;
                 Ok(AnyStore::Postgres(PgStore::connect(&options).await?))
             }
+            Database::Mssql { connection_string } => {
+                let mut options = MssqlOptions::new(connection_string.clone());
+                options.on_migration = observer;
+                Ok(AnyStore::Mssql(MssqlStore::connect(&options).await?))
+            }
         }
     }
 }
@@ -94,6 +110,20 @@ impl Database {
 pub fn is_postgres_url(text: &str) -> bool {
     let t = text.trim_start().to_ascii_lowercase();
     t.starts_with("postgres://") || t.starts_with("postgresql://")
+}
+
+/// Whether `text` is a SQL Server connection string: ADO.NET key=value pairs naming a server
+/// (`Server=` or `Data Source=`, any case), which no file path a user means contains.
+pub fn is_mssql_connection_string(text: &str) -> bool {
+    text.contains(';')
+        && text.split(';').any(|part| {
+            part.split_once('=').is_some_and(|(k, _)| {
+                matches!(
+                    k.trim().to_ascii_lowercase().replace(' ', "").as_str(),
+                    "server" | "datasource"
+                )
+            })
+        })
 }
 
 /// The URL without its password (`postgres://user:***@host/db`).
@@ -123,6 +153,9 @@ impl fmt::Display for Database {
                     None => Ok(()),
                 }
             }
+            Database::Mssql { connection_string } => {
+                write!(f, "{}", super::mssql::describe(connection_string, None))
+            }
         }
     }
 }
@@ -134,6 +167,8 @@ pub enum AnyStore {
     Sqlite(SqliteStore),
     /// A PostgreSQL database.
     Postgres(PgStore),
+    /// A SQL Server database.
+    Mssql(MssqlStore),
 }
 
 impl AnyStore {
@@ -142,6 +177,7 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(s) => s.schema_version(),
             AnyStore::Postgres(s) => s.schema_version().await,
+            AnyStore::Mssql(s) => s.schema_version().await,
         }
     }
 
@@ -150,6 +186,7 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(s) => s.migrate(),
             AnyStore::Postgres(s) => s.migrate().await,
+            AnyStore::Mssql(s) => s.migrate().await,
         }
     }
 
@@ -158,15 +195,17 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(_) => super::latest_version(),
             AnyStore::Postgres(_) => super::pg_latest_version(),
+            AnyStore::Mssql(_) => super::mssql_latest_version(),
         }
     }
 
-    /// Records that `node` is alive where the database keeps a node table (PostgreSQL); an
+    /// Records that `node` is alive where the database keeps a node table (server databases); an
     /// embedded file has only this node.
     pub async fn node_heartbeat(&self, node: &NodeInfo) -> StoreResult<()> {
         match self {
             AnyStore::Sqlite(_) => Ok(()),
             AnyStore::Postgres(s) => s.node_heartbeat(node).await,
+            AnyStore::Mssql(s) => s.node_heartbeat(node).await,
         }
     }
 
@@ -175,6 +214,10 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(_) => Ok(None),
             AnyStore::Postgres(s) => s.node_list().await.map(Some),
+            AnyStore::Mssql(_) => Err(takt_core::store::StoreError::other(
+                "listing nodes is not implemented for SQL Server yet; the nodes table holds \
+                 each node's heartbeat: SELECT * FROM nodes",
+            )),
         }
     }
 
@@ -183,28 +226,31 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(_) => Ok(()),
             AnyStore::Postgres(s) => s.node_stopped(id).await,
+            AnyStore::Mssql(s) => s.node_stopped(id).await,
         }
     }
 
     /// Calls `wake` when another node or a command changes something on a shared database
     /// (PostgreSQL `LISTEN`; see [`PgStore::listen`]); `None` for an embedded file, which only
-    /// this process writes while it runs.
+    /// this process writes while it runs, and for SQL Server, which has no such channel (its
+    /// nodes see others' changes at their next pass or safety poll).
     pub fn listen(
         &self,
         wake: impl Fn() + Send + Sync + 'static,
     ) -> Option<tokio::task::JoinHandle<()>> {
         match self {
-            AnyStore::Sqlite(_) => None,
+            AnyStore::Sqlite(_) | AnyStore::Mssql(_) => None,
             AnyStore::Postgres(s) => Some(s.listen(wake)),
         }
     }
 
-    /// The database's own clock where it has one that several nodes share (PostgreSQL);
+    /// The database's own clock where it has one that several nodes share (server databases);
     /// `None` for an embedded file, whose clock is this machine's.
     pub async fn database_now(&self) -> StoreResult<Option<Timestamp>> {
         match self {
             AnyStore::Sqlite(_) => Ok(None),
             AnyStore::Postgres(s) => s.database_now().await.map(Some),
+            AnyStore::Mssql(s) => s.database_now().await.map(Some),
         }
     }
 }
@@ -217,6 +263,7 @@ macro_rules! forward {
                 match self {
                     AnyStore::Sqlite(s) => s.$name($($arg),*).await,
                     AnyStore::Postgres(s) => s.$name($($arg),*).await,
+                    AnyStore::Mssql(s) => s.$name($($arg),*).await,
                 }
             }
         )*
@@ -228,6 +275,7 @@ impl Store for AnyStore {
         match self {
             AnyStore::Sqlite(s) => s.capabilities(),
             AnyStore::Postgres(s) => s.capabilities(),
+            AnyStore::Mssql(s) => s.capabilities(),
         }
     }
 
@@ -287,6 +335,20 @@ mod tests {
         let shown = pg.to_string();
         assert_eq!(shown, "postgresql://takt:***@db:5432/mes?sslmode=disable");
         assert!(!shown.contains("s3cret"));
+        let ms = Database::parse(
+            "Server=db.plant,1433;Database=mes;User Id=takt;Password=s3cret;Encrypt=False",
+            base,
+        );
+        assert!(matches!(ms, Database::Mssql { .. }), "{ms:?}");
+        assert_eq!(ms.to_string(), "mssql://takt@db.plant:1433/mes");
+        assert!(matches!(
+            Database::parse("data source=db;database=mes;uid=t;pwd=x", base),
+            Database::Mssql { .. }
+        ));
+        assert!(matches!(
+            Database::parse("server.db", base),
+            Database::Sqlite(_)
+        ));
         assert_eq!(
             redact("postgres://takt@db/mes"),
             "postgres://takt@db/mes",

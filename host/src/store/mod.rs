@@ -4,20 +4,24 @@
 //!   `sql/sqlite/` ([`mod@migrate`]). For a single node or a few nodes on one machine.
 //! * [`postgres`] — [`PgStore`]: a pool of connections to PostgreSQL, the schema and
 //!   migrations of `sql/postgres/`. For several nodes on one database.
+//! * [`mssql`] — [`MssqlStore`]: a pool of connections to SQL Server, the schema and
+//!   migrations of `sql/mssql/`. For several nodes on the database the seeds already use.
 //!
 //! The in-memory reference store lives in the core ([`takt_core::store::memory`]); every
 //! backend here passes the core's conformance suite ([`takt_core::store::conformance`]).
 
 pub mod any;
 pub mod migrate;
+pub mod mssql;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
 
-pub use any::{AnyStore, Database, is_postgres_url};
+pub use any::{AnyStore, Database, is_mssql_connection_string, is_postgres_url};
 pub use migrate::{
     AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, latest_version,
     migrate,
 };
+pub use mssql::{MSSQL_MIGRATIONS, MssqlOptions, MssqlStore, mssql_latest_version};
 pub use postgres::{NodeInfo, NodeStatus, PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
 pub use sqlite::{SqliteOptions, SqliteStore};

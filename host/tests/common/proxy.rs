@@ -13,7 +13,7 @@ pub(crate) struct Proxy {
     pub(crate) port: u16,
     down: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
-    /// How many more PostgreSQL COMMITs to deliver to the server while dropping the
+    /// How many more COMMITs (PostgreSQL or SQL Server) to deliver to the server while dropping the
     /// connection before its answer comes back.
     lose_commits: Arc<AtomicUsize>,
 }
@@ -94,7 +94,10 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, lose_commits: Option<Arc<AtomicU
                     if to.write_all(&buf[..n]).is_err() {
                         break;
                     }
-                    let commit = buf[..n].windows(6).any(|w| w == b"COMMIT");
+                    // PostgreSQL sends query text as UTF-8, SQL Server's TDS as UTF-16LE.
+                    const COMMIT_UTF16: &[u8] = b"C\0O\0M\0M\0I\0T\0";
+                    let commit = buf[..n].windows(6).any(|w| w == b"COMMIT")
+                        || buf[..n].windows(12).any(|w| w == COMMIT_UTF16);
                     if commit
                         && let Some(budget) = &lose_commits
                         && budget
