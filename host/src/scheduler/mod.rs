@@ -198,6 +198,15 @@ pub enum SchedulerEvent {
     },
 }
 
+/// Waits `pause` before the next pass while the database is away (nothing else in the pass
+/// would work either); a shutdown, like any notification, ends the wait early.
+async fn outage_pause<S>(shared: &Shared<S>, pause: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(pause) => {}
+        () = shared.notify.notified() => {}
+    }
+}
+
 /// The longest pause between passes while the database is away.
 const OUTAGE_BACKOFF_MAX: Duration = Duration::from_secs(8);
 
@@ -625,12 +634,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
             };
         }
         if let Some(pause) = outage.pass(&shared, now, error.take()) {
-            // The database is away: nothing below would work either. Pause (a shutdown still
-            // wakes the loop), then try the whole pass again.
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = shared.notify.notified() => {}
-            }
+            outage_pause(&shared, pause).await;
             continue;
         }
         if progressed {
@@ -661,10 +665,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
             }
         };
         if let Some(pause) = outage.pass(&shared, now, error.take()) {
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = shared.notify.notified() => {}
-            }
+            outage_pause(&shared, pause).await;
             continue;
         }
         let has_free = !paused && shared.running_count() < shared.config.capacity;

@@ -13,6 +13,18 @@ use takt_core::store::{StoreError, StoreResult};
 
 use crate::spec::ScheduleSpec;
 
+/// The columns of `jobs`, in the order [`JobRow`] reads them (every SQL store's schema has
+/// them under these names).
+pub(crate) const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
+     enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
+     misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
+     next_fire, version, updated_at";
+
+/// The columns of `runs`, in the order [`RunRow`] reads them.
+pub(crate) const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
+     finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
+     progress_total, progress_message, skip_reason, next_attempt_at";
+
 /// A stored value the store cannot read back: someone edited the row by hand, or a newer
 /// takt wrote a form this one does not know.
 pub(crate) fn corrupt(

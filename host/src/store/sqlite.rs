@@ -33,8 +33,8 @@ use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
 use takt_core::store::backend::{
-    add, apply_finish, fire_taken, job_missing, name_taken, next_firing, recovery_event,
-    run_missing, show,
+    add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
+    recovery_event, run_missing, show,
 };
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter,
@@ -44,7 +44,7 @@ use takt_core::store::{
 use tokio::sync::oneshot;
 
 use super::migrate::{self, AppliedMigration, MigrationObserver};
-use super::rows::{JobRow, RunRow, corrupt, to_i64};
+use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
 
 /// The most finishes the finishing thread commits in one transaction.
 const MAX_FINISH_BATCH: usize = 256;
@@ -374,11 +374,6 @@ fn opt_ms(t: Option<Timestamp>) -> Option<i64> {
     t.map(ms)
 }
 
-const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
-     enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
-     misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
-     next_fire, version, updated_at";
-
 impl JobRow {
     fn read(r: &Row<'_>) -> rusqlite::Result<JobRow> {
         Ok(JobRow {
@@ -438,10 +433,6 @@ fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
         text(r.description),
     ])
 }
-
-const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
-     finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
-     progress_total, progress_message, skip_reason, next_attempt_at";
 
 impl RunRow {
     fn read(r: &Row<'_>) -> rusqlite::Result<RunRow> {
@@ -1010,13 +1001,7 @@ impl Db {
     }
 
     fn run_insert_skipped(&mut self, run: &Run) -> StoreResult<Run> {
-        if run.state != RunState::Skipped || run.skip_reason.is_none() {
-            return Err(StoreError::invalid(format!(
-                "run of job {} at {} is not a skipped run with a reason; build it with \
-                 Run::skipped",
-                run.job_id, run.fire_time
-            )));
-        }
+        check_skipped(run)?;
         self.insert_keyed(run)
     }
 

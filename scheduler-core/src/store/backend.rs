@@ -120,3 +120,14 @@ pub fn fire_taken(job: JobId, fire: Timestamp, other: RunId) -> StoreError {
         "job {job} already has run {other} for fire time {fire}; a fire is recorded once"
     ))
 }
+
+/// Refuses a run for [`super::Store::run_insert_skipped`] that is not skipped with a reason.
+pub fn check_skipped(run: &Run) -> StoreResult<()> {
+    if run.state != RunState::Skipped || run.skip_reason.is_none() {
+        return Err(StoreError::invalid(format!(
+            "run of job {} at {} is not a skipped run with a reason; build it with Run::skipped",
+            run.job_id, run.fire_time
+        )));
+    }
+    Ok(())
+}

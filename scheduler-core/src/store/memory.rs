@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use jiff::Timestamp;
 
 use super::backend::{
-    add, apply_finish, fire_taken, job_missing, name_taken, next_firing, recovery_event,
-    run_missing, show,
+    add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
+    recovery_event, run_missing, show,
 };
 use super::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
@@ -582,13 +582,7 @@ impl Store for MemoryStore {
     }
 
     async fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run> {
-        if run.state != RunState::Skipped || run.skip_reason.is_none() {
-            return Err(StoreError::invalid(format!(
-                "run of job {} at {} is not a skipped run with a reason; build it with \
-                 Run::skipped",
-                run.job_id, run.fire_time
-            )));
-        }
+        check_skipped(run)?;
         let mut inner = self.lock()?;
         inner.job(run.job_id)?;
         if let Some(other) = inner.run_keys.get(&(run.job_id, run.fire_time)) {

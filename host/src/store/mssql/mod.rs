@@ -51,8 +51,8 @@ use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
 use takt_core::store::backend::{
-    add, apply_finish, fire_taken, job_missing, name_taken, next_firing, recovery_event,
-    run_missing, show,
+    add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
+    recovery_event, run_missing, show,
 };
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter,
@@ -63,7 +63,7 @@ use tiberius::{Config, Row};
 use self::conn::{Cells, Fail, Params, Pool, Pooled, Retry, text};
 use super::migrate::{AppliedMigration, MigrationObserver};
 use super::postgres::NodeInfo;
-use super::rows::{JobRow, RunRow, corrupt, to_i64};
+use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
 pub use migrate::{MSSQL_MIGRATIONS, mssql_latest_version};
 
 /// How a [`MssqlStore`] connects.
@@ -187,15 +187,6 @@ const RETRY_PAUSES_MS: [u64; 6] = [20, 50, 100, 250, 600, 1500];
 const SESSION: &str = "SET XACT_ABORT ON; SET ANSI_NULLS ON; SET ANSI_PADDING ON; \
      SET ANSI_WARNINGS ON; SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; \
      SET QUOTED_IDENTIFIER ON; SET NUMERIC_ROUNDABORT OFF";
-
-const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
-     enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
-     misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
-     next_fire, version, updated_at";
-
-const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
-     finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
-     progress_total, progress_message, skip_reason, next_attempt_at";
 
 /// `cols` prefixed for an `OUTPUT` clause (`INSERTED.id, INSERTED.name, …`).
 fn inserted(cols: &str) -> String {
@@ -1469,13 +1460,7 @@ impl Store for MssqlStore {
     }
 
     async fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run> {
-        if run.state != RunState::Skipped || run.skip_reason.is_none() {
-            return Err(StoreError::invalid(format!(
-                "run of job {} at {} is not a skipped run with a reason; build it with \
-                 Run::skipped",
-                run.job_id, run.fire_time
-            )));
-        }
+        check_skipped(run)?;
         self.retrying("recording a skipped run", || self.insert_keyed(run))
             .await
     }

@@ -29,8 +29,8 @@ pub mod migrate;
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::{
@@ -41,8 +41,8 @@ use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
 use takt_core::store::backend::{
-    add, apply_finish, fire_taken, job_missing, name_taken, next_firing, recovery_event,
-    run_missing, show,
+    add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
+    recovery_event, run_missing, show,
 };
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter,
@@ -53,7 +53,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use super::migrate::{AppliedMigration, MigrationObserver};
-use super::rows::{JobRow, RunRow, corrupt, to_i64};
+use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
 pub use migrate::{PG_MIGRATIONS, pg_latest_version};
 
 /// A host node as it registers itself in the `nodes` table.
@@ -331,15 +331,6 @@ fn i32_of(v: i64, what: &str) -> StoreResult<i32> {
         ))
     })
 }
-
-const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
-     enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
-     misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
-     next_fire, version, updated_at";
-
-const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
-     finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
-     progress_total, progress_message, skip_reason, next_attempt_at";
 
 fn read_err(shown: &str, what: &str) -> impl Fn(tokio_postgres::Error) -> StoreError {
     move |e| {
@@ -937,9 +928,35 @@ fn check_identifier(name: &str) -> StoreResult<()> {
     }
 }
 
+// The statements of the per-run path, built once (`prepare_cached` is keyed by the text, so
+// building it per call was an allocation per run for nothing).
+static GET_JOB: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"));
+static GET_RUN: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"));
+static CLAIM_JOBS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {JOB_COLUMNS} FROM jobs \
+         WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 AND id <> ALL($2) \
+           AND (node_tag IS NULL OR node_tag = ANY($4)) \
+         ORDER BY priority, next_fire, id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED"
+    )
+});
+static FINISH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE runs SET state = $1, error = $2, result_json = $3, elapsed_ms = $4, \
+           lease_expires_at = NULL, \
+           attempt = attempt + CASE WHEN $5 THEN 1 ELSE 0 END, \
+           next_attempt_at = $6, \
+           finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END \
+         WHERE id = $8 AND state = 'running' AND attempt = $9 \
+         RETURNING {RUN_COLUMNS}"
+    )
+});
+
 async fn get_job(c: &impl GenericClient, shown: &str, id: JobId) -> Result<Option<JobDef>, Fail> {
     let stmt = c
-        .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"))
+        .prepare_cached(&GET_JOB)
         .await
         .map_err(|e| pg(shown, "reading a job", e))?;
     let row = c
@@ -957,7 +974,7 @@ async fn need_job(c: &impl GenericClient, shown: &str, id: JobId) -> Result<JobD
 
 async fn get_run(c: &impl GenericClient, shown: &str, id: RunId) -> Result<Option<Run>, Fail> {
     let stmt = c
-        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"))
+        .prepare_cached(&GET_RUN)
         .await
         .map_err(|e| pg(shown, "reading a run", e))?;
     let row = c
@@ -1048,12 +1065,6 @@ impl PgStore {
             .await
             .map_err(|e| pg(shown, "starting a claim", e))?;
         let now = ts(p.now);
-        let jobs_sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs \
-             WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 AND id <> ALL($2) \
-               AND (node_tag IS NULL OR node_tag = ANY($4)) \
-             ORDER BY priority, next_fire, id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED"
-        );
         let retries_sql = "SELECT r.id, j.priority, COALESCE(r.next_attempt_at, r.created_at) \
              FROM runs r JOIN jobs j ON j.id = r.job_id \
              WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= $1 \
@@ -1063,7 +1074,7 @@ impl PgStore {
              ORDER BY j.priority, COALESCE(r.next_attempt_at, r.created_at), r.id LIMIT $2 \
              FOR NO KEY UPDATE OF r SKIP LOCKED";
         let jobs_stmt = tx
-            .prepare_cached(&jobs_sql)
+            .prepare_cached(&CLAIM_JOBS)
             .await
             .map_err(|e| pg(shown, "finding due jobs", e))?;
         let retries_stmt = tx
@@ -1434,15 +1445,7 @@ impl PgStore {
         // to say why.
         let retry = finish.state == RunState::Pending;
         let stmt = client
-            .prepare_cached(&format!(
-                "UPDATE runs SET state = $1, error = $2, result_json = $3, elapsed_ms = $4, \
-                   lease_expires_at = NULL, \
-                   attempt = attempt + CASE WHEN $5 THEN 1 ELSE 0 END, \
-                   next_attempt_at = $6, \
-                   finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END \
-                 WHERE id = $8 AND state = 'running' AND attempt = $9 \
-                 RETURNING {RUN_COLUMNS}"
-            ))
+            .prepare_cached(&FINISH)
             .await
             .map_err(|e| pg(shown, "finishing a run", e))?;
         let elapsed = finish
@@ -1788,13 +1791,7 @@ impl Store for PgStore {
     }
 
     async fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run> {
-        if run.state != RunState::Skipped || run.skip_reason.is_none() {
-            return Err(StoreError::invalid(format!(
-                "run of job {} at {} is not a skipped run with a reason; build it with \
-                 Run::skipped",
-                run.job_id, run.fire_time
-            )));
-        }
+        check_skipped(run)?;
         self.retrying("recording a skipped run", || self.insert_keyed(run))
             .await
     }
