@@ -332,6 +332,12 @@ impl Executor {
         self.stats()
     }
 
+    /// How long a stopped call is given to return before the host abandons it
+    /// ([`ExecutorConfig::grace`]).
+    pub fn grace(&self) -> Duration {
+        self.shared.grace
+    }
+
     /// Whether a shutdown has begun.
     pub fn is_shutting_down(&self) -> bool {
         self.shared.shutdown.borrow().is_some()

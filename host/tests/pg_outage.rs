@@ -238,10 +238,23 @@ fn scenario(url: &str, node_url: &str, name: &str, down: impl Fn(), up: impl Fn(
         );
         let states: BTreeSet<&str> = fires.values().map(|(s, _)| s.as_str()).collect();
         if name.starts_with("catch-up") {
+            let other: Vec<_> = rows
+                .iter()
+                .filter(|r| r.get::<_, String>(0) == name && r.get::<_, String>(2) != "succeeded")
+                .map(|r| {
+                    format!(
+                        "fire {} {}: {}",
+                        r.get::<_, i64>(1),
+                        r.get::<_, String>(2),
+                        r.get::<_, String>(4)
+                    )
+                })
+                .collect();
             assert_eq!(
                 states,
                 BTreeSet::from(["succeeded"]),
-                "{name} ran every missed second"
+                "{name} ran every missed second; other runs:\n{}\n{shown}",
+                other.join("\n")
             );
         } else {
             let skipped = fires

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -256,8 +256,8 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         }
     }
 
-    // Drain: let running runs finish for up to `grace`, then cancel the rest as shutdown.
-    let drain_start = Instant::now();
+    // The scheduler stops claiming, lets running runs finish for up to `grace`, then cancels
+    // the rest as shutdown; their ends are shown as they come.
     let running = handle.running();
     if running > 0 {
         println!(
@@ -267,14 +267,21 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     } else {
         println!("stopping");
     }
-    while handle.running() > 0 && drain_start.elapsed() < config.grace {
+    let stopped = handle.shutdown(config.grace);
+    tokio::pin!(stopped);
+    loop {
         tokio::select! {
-            ev = events.recv() => if let Ok(ev) = ev { printer.print(&ev, &mut names).await },
-            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = &mut stopped => break,
+            ev = events.recv() => match ev {
+                Ok(ev) => printer.print(&ev, &mut names).await,
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => {
+                    (&mut stopped).await;
+                    break;
+                }
+            },
         }
     }
-    let left = config.grace.saturating_sub(drain_start.elapsed());
-    handle.shutdown(left.max(Duration::from_secs(1))).await;
     keeper.abort();
     if let Some(l) = listener {
         l.abort();

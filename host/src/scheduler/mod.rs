@@ -580,9 +580,21 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         self.shared.running_count()
     }
 
-    /// Stops claiming, shuts the executor down with `grace` (running runs are asked to stop
-    /// and end as cancelled with reason shutdown; one that ignores it is abandoned after
-    /// `grace`), records every run's outcome and flushes its log, then returns. Idempotent.
+    /// Stops this node gracefully and returns once every run's outcome is recorded and its log
+    /// flushed. Idempotent.
+    ///
+    /// 1. Claiming stops at once: the pass in progress ends, and the runs it claimed still
+    ///    start (they are this node's, leased in the store; refusing them would record fires
+    ///    that were due and claimed as cancelled).
+    /// 2. The drain: running runs may finish for up to `grace`, their leases renewed.
+    /// 3. What still runs is cancelled with reason shutdown — recorded `cancelled`, never
+    ///    timed out — and given the executor's grace ([`ExecutorConfig::grace`]) to return;
+    ///    a run that ignores it is abandoned. A run still waiting for a slot ends without its
+    ///    plugin being called.
+    ///
+    /// `Duration::ZERO` skips the drain: cancel at once.
+    ///
+    /// [`ExecutorConfig::grace`]: crate::executor::ExecutorConfig::grace
     pub async fn shutdown(&self, grace: Duration) {
         *self
             .shared
@@ -684,17 +696,48 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
             () = tokio::time::sleep(shared.config.safety_poll) => {}
         }
     }
-    let grace = *shared
-        .shutdown_grace
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    let stats = shared.executor.shutdown(grace).await;
+    drain(&shared, &mut runs, next_renew).await;
+    // What is still running after the drain is cancelled as shutdown and given the
+    // executor's grace to return; a run still queued for a slot ends without being called.
+    let stats = shared.executor.shutdown(shared.executor.grace()).await;
     while runs.join_next().await.is_some() {}
     if stats.abandoned_alive > 0 {
         tracing::warn!(
             "{} plugin threads ignored the shutdown and were abandoned",
             stats.abandoned_alive
         );
+    }
+}
+
+/// The drain of a shutdown: claims nothing more and lets this node's runs — including those
+/// the last pass claimed, which still start — finish for up to the shutdown's grace, renewing
+/// their leases meanwhile (a grace longer than the lease must not let another node recover
+/// runs that are about to end here).
+async fn drain<S: Store>(shared: &Shared<S>, runs: &mut JoinSet<()>, mut next_renew: Timestamp) {
+    let grace = *shared
+        .shutdown_grace
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        while runs.try_join_next().is_some() {}
+        if runs.is_empty() {
+            return;
+        }
+        let now = shared.clock.now();
+        if now >= next_renew {
+            if let Err(e) = renew(shared, now).await {
+                tracing::warn!("{e} while stopping");
+            }
+            next_renew = now
+                .checked_add(shared.config.renew_every)
+                .unwrap_or(Timestamp::MAX);
+        }
+        tokio::select! {
+            _ = runs.join_next() => {}
+            () = tokio::time::sleep_until(deadline) => return,
+            () = shared.clock.sleep_until(next_renew) => {}
+        }
     }
 }
 
