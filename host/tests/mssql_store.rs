@@ -332,6 +332,33 @@ fn any_store_opens_an_ado_net_string() {
         store.node_heartbeat(&node).await.expect("heartbeat");
         store.node_stopped("n1").await.expect("stopped");
         store.node_heartbeat(&node).await.expect("restart");
+        let nodes = store
+            .node_list()
+            .await
+            .expect("list")
+            .expect("a node table");
+        assert_eq!(nodes.len(), 1, "{nodes:?}");
+        let n = &nodes[0];
+        assert_eq!(n.info, node);
+        assert_eq!(n.stopped_at, None, "the restart cleared the stop");
+        assert_eq!(n.running, 0);
+        let beat = n.heartbeat_at.expect("a heartbeat");
+        assert!(
+            (beat.as_millisecond() - now.as_millisecond()).abs() < 60_000,
+            "the heartbeat is by the server's clock: {beat} vs {now}"
+        );
+        assert!(
+            n.heartbeat_age < Duration::from_secs(60),
+            "{:?}",
+            n.heartbeat_age
+        );
+        store.node_stopped("n1").await.expect("stopped");
+        let nodes = store
+            .node_list()
+            .await
+            .expect("list")
+            .expect("a node table");
+        assert!(nodes[0].stopped_at.is_some(), "{nodes:?}");
         assert_eq!(
             store.schema_version().await.expect("version"),
             mssql_latest_version()

@@ -214,10 +214,7 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(_) => Ok(None),
             AnyStore::Postgres(s) => s.node_list().await.map(Some),
-            AnyStore::Mssql(_) => Err(takt_core::store::StoreError::other(
-                "listing nodes is not implemented for SQL Server yet; the nodes table holds \
-                 each node's heartbeat: SELECT * FROM nodes",
-            )),
+            AnyStore::Mssql(s) => s.node_list().await.map(Some),
         }
     }
 
