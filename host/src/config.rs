@@ -15,6 +15,7 @@
 //! | `TAKT_CAPACITY` | `capacity` |
 //! | `TAKT_TZ` | `timezone` |
 //! | `TAKT_EXE_ALLOWLIST` | `[exe] allowlist` (entries separated like `PATH`) |
+//! | `TAKT_SQL_CONNECTION_<NAME>` | `[sql.connections] <name>` (a password need not be in the file) |
 //!
 //! Jobs declared in the file (`[[jobs]]`) are stored with `application =`
 //! [`CONFIG_APPLICATION`]; [`crate::cli`]'s `takt run` inserts new ones, updates changed ones
@@ -94,6 +95,9 @@ pub struct Config {
     pub exe_allowlist: Option<Vec<PathBuf>>,
     /// Where [`Config::exe_allowlist`] was set, for the executor's refusal messages.
     pub exe_allowlist_source: String,
+    /// The named connections of the built-in `sql::proc` (`[sql.connections]`, each
+    /// replaceable by `TAKT_SQL_CONNECTION_<NAME>`); its `Debug` never shows a string.
+    pub sql: takt_plugin_sql::SqlOptions,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
 }
@@ -119,7 +123,19 @@ struct FileConfig {
     #[serde(default)]
     postgres: PostgresSection,
     #[serde(default)]
+    sql: SqlSection,
+    #[serde(default)]
     jobs: Vec<JobEntry>,
+}
+
+/// `[sql]`: the built-in stored-procedure executor.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlSection {
+    /// Named connections `sql::proc` jobs refer to: an ADO.NET string (SQL Server) or a
+    /// `postgres://` URL.
+    #[serde(default)]
+    connections: BTreeMap<String, String>,
 }
 
 /// `[postgres]`: settings of a PostgreSQL `database`.
@@ -321,6 +337,26 @@ impl Config {
                 format!("[exe] allowlist in {shown}"),
             ),
         };
+        let mut sql = takt_plugin_sql::SqlOptions::default();
+        for (name, value) in &raw.sql.connections {
+            let var = format!(
+                "{}{}",
+                takt_plugin_sql::CONNECTION_ENV_PREFIX,
+                name.to_ascii_uppercase().replace(['-', '.'], "_")
+            );
+            let (value, source) = match env(&var) {
+                Some(v) => (v, format!("{var} in the environment")),
+                None => (value.clone(), format!("[sql.connections] in {shown}")),
+            };
+            if name.trim().is_empty() || name.contains(['=', ';', ':', '/', '@']) {
+                return Err(err(
+                    "sql.connections",
+                    format!("\"{name}\" is not a connection name; use letters, digits, - and _"),
+                ));
+            }
+            sql.add(name, &value, &source)
+                .map_err(|e| err("sql.connections", e))?;
+        }
         let tags: Vec<String> = match env("TAKT_NODE_TAGS") {
             Some(v) => v
                 .split(',')
@@ -461,6 +497,7 @@ impl Config {
             aliases: raw.plugins.aliases,
             exe_allowlist,
             exe_allowlist_source,
+            sql,
             jobs,
         })
     }
@@ -764,6 +801,40 @@ enabled = false
         assert_eq!(e.key, "jobs[0].retry_delays");
         let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ntz = \"UTC\"").unwrap_err();
         assert_eq!(e.key, "jobs[0]");
+    }
+
+    #[test]
+    fn sql_connections_are_named_checked_and_never_shown() {
+        assert!(parse("").unwrap().sql.names().is_empty());
+        let c = parse(
+            "[sql.connections]\nmes = \"Server=db01,1433;Database=MES;User Id=takt;Password=pw1\"\n\
+             reports = \"postgres://takt:pw2@db02/reports\"",
+        )
+        .unwrap();
+        assert_eq!(c.sql.names(), ["mes", "reports"]);
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("pw1") && !shown.contains("pw2"), "{shown}");
+        let e = parse("[sql.connections]\nmes = \"db01\"").unwrap_err();
+        assert_eq!(e.key, "sql.connections");
+        assert!(
+            e.message.contains("connection mes in [sql.connections]"),
+            "{e}"
+        );
+        assert!(
+            e.message
+                .contains("neither a postgres:// URL nor an ADO.NET string"),
+            "{e}"
+        );
+        let e = parse("[sql]\nconnection = {}").unwrap_err();
+        assert!(e.message.contains("unknown field `connection`"), "{e}");
+        // The environment replaces a connection, so the password can stay out of the file.
+        let c = Config::parse(
+            "[sql.connections]\nline-a = \"Server=placeholder\"",
+            Path::new("/c/takt.toml"),
+            |k| (k == "TAKT_SQL_CONNECTION_LINE_A").then(|| "postgres://h/db".to_string()),
+        )
+        .unwrap();
+        assert_eq!(c.sql.names(), ["line-a"]);
     }
 
     #[test]

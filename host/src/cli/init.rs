@@ -147,6 +147,16 @@ grace = "10s"
 # directories (symbolic links resolved; TAKT_EXE_ALLOWLIST overrides it):
 # allowlist = ["/usr/bin", "/opt/mes/tools/report.sh"]
 
+[sql.connections]
+# sql::proc, the built-in stored-procedure executor (seed 000 §5.1), runs procedures of these
+# named connections: a job names one ("connection": "mes"), never a connection string. Keep
+# passwords out of this file with TAKT_SQL_CONNECTION_<NAME> in the service's environment.
+# mes = "Server=db01,1433;Database=MES;User Id=takt_jobs;Password=…;TrustServerCertificate=True"
+# reports = "postgres://takt_jobs@db02/reports"
+# A job:  handler = "sql::proc"
+#         params = {{ connection = "mes", procedure = "dbo.usp_CloseShift",
+#                    params = {{ LineId = 3, Day = {{ type = "date", value = "2026-06-01" }} }} }}
+
 # Jobs. Each is synced into the database when `takt run` starts (matched by name; jobs added
 # with the command line or the API are left alone). Keys:
 #   name, handler ("plugin::handler"), params (an inline table, passed as JSON),

@@ -90,6 +90,15 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
              (exe::run) built in, configured by [exe] in takt.toml",
         )
         .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
+    let sql = sql_options(&config)?;
+    let sql_names = sql.names();
+    plugins
+        .add_builtin(
+            sql_plugin(sql)?,
+            "remove the file from the plugin directory: takt run has the stored-procedure \
+             executor (sql::proc) built in, configured by [sql.connections] in takt.toml",
+        )
+        .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
     let plugins = Arc::new(plugins);
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
@@ -121,6 +130,11 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
                     .join(", ")
             }
         ),
+    }
+    if sql_names.is_empty() {
+        println!("sql::proc has no connections: add them to [sql.connections]");
+    } else {
+        println!("sql::proc connections: {}", sql_names.join(", "));
     }
     if plugins
         .plugins()
@@ -355,6 +369,20 @@ fn exe_plugin(config: &Config) -> Result<takt_plugin_api::abi::PluginRef> {
     };
     takt_plugin_api::static_plugin!(move || takt_plugin_exe::plugin(options))
         .map_err(|e| anyhow::anyhow!("the built-in exe executor is invalid: {e}"))
+}
+
+/// The named connections of `[sql.connections]`, plus those only set in the environment
+/// (`TAKT_SQL_CONNECTION_<NAME>`).
+fn sql_options(config: &Config) -> Result<takt_plugin_sql::SqlOptions> {
+    let mut options = config.sql.clone();
+    options.add_from_env().map_err(|e| anyhow::anyhow!(e))?;
+    Ok(options)
+}
+
+/// The built-in stored-procedure executor (`sql::proc`), compiled in, with `options`.
+fn sql_plugin(options: takt_plugin_sql::SqlOptions) -> Result<takt_plugin_api::abi::PluginRef> {
+    takt_plugin_api::static_plugin!(move || takt_plugin_sql::plugin(options))
+        .map_err(|e| anyhow::anyhow!("the built-in sql executor is invalid: {e}"))
 }
 
 /// Inserts new file jobs, updates changed ones, disables file jobs the file no longer
