@@ -367,9 +367,17 @@ async fn takt_punctuality<S: Store + Clone + 'static>(
     let mut config = SchedulerConfig::new(NodeId("bench".into()));
     config.capacity = CAPACITY;
     config.claim_batch = BATCH;
+    // `B4_LOOKAHEAD_MS=0` measures claiming at the instant (the behaviour before the
+    // lookahead), beside the default in the same build.
+    if let Some(ms) = std::env::var("B4_LOOKAHEAD_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        config.lookahead = Duration::from_millis(ms);
+    }
     let settings = format!(
-        "capacity {}, claim_batch {}, safety_poll {:?}, lease {:?}",
-        config.capacity, config.claim_batch, config.safety_poll, config.lease
+        "capacity {}, claim_batch {}, safety_poll {:?}, lease {:?}, lookahead {:?}",
+        config.capacity, config.claim_batch, config.safety_poll, config.lease, config.lookahead
     );
     let host = HostBuilder::new(store)
         .static_plugin(plugin)
