@@ -82,6 +82,9 @@ impl Fixture {
              CREATE FUNCTION shift_rows(n int) RETURNS TABLE(i int, label text, amount numeric)
                LANGUAGE sql AS $$ SELECT g, 'row ' || g, g * 1.25 FROM generate_series(1, n) g $$;
              CREATE FUNCTION add_up(a int, b int) RETURNS int LANGUAGE sql AS $$ SELECT a + b $$;
+             CREATE FUNCTION ÜberZahl() RETURNS int LANGUAGE sql AS $$ SELECT 7 $$;
+             CREATE FUNCTION odd_types() RETURNS TABLE(t time, iv interval, r real, a int, a_2 int)
+               LANGUAGE sql AS $$ SELECT '06:30:00.25'::time, '1 day'::interval, 0.1::real, 1, 2 $$;
              CREATE PROCEDURE fail_loudly(code int)
                LANGUAGE plpgsql AS $$
                BEGIN
@@ -292,8 +295,8 @@ async fn postgres_functions_return_a_bounded_result_set_or_a_value() {
         ])
     );
     assert_eq!(
-        r["returnValue"],
-        Json::Null,
+        r.get("returnValue"),
+        Some(&Json::Null),
         "a set-returning function has no value"
     );
 
@@ -306,6 +309,46 @@ async fn postgres_functions_return_a_bounded_result_set_or_a_value() {
         .await;
     assert_eq!(run.state, RunState::Succeeded, "{:?}", run.error);
     assert_eq!(result(&run)["returnValue"], 42);
+
+    // maxRows 0 keeps no row but still counts it and says so.
+    let (run, _) = f
+        .run(
+            json!({"connection": "funcs", "procedure": "add_up", "maxRows": 0,
+                   "params": {"a": {"type": "int", "value": 1}, "b": {"type": "int", "value": 1}}}),
+            None,
+        )
+        .await;
+    let r = result(&run);
+    assert_eq!(r["resultSet"]["rows"], json!([]), "{r}");
+    assert_eq!(r["resultSet"]["rowCount"], 1, "{r}");
+    assert_eq!(r["resultSet"]["truncated"], true, "{r}");
+
+    // Unquoted names fold only A-Z, as PostgreSQL does.
+    let (run, _) = f
+        .run(
+            json!({"connection": "funcs", "procedure": "ÜberZahl"}),
+            None,
+        )
+        .await;
+    assert_eq!(run.state, RunState::Succeeded, "{:?}", run.error);
+    assert_eq!(result(&run)["returnValue"], 7);
+
+    // Types without a decoder say so instead of showing their bytes; reals stay as written.
+    let (run, _) = f
+        .run(
+            json!({"connection": "funcs", "procedure": "odd_types"}),
+            None,
+        )
+        .await;
+    assert_eq!(run.state, RunState::Succeeded, "{:?}", run.error);
+    let r = result(&run);
+    assert_eq!(
+        r["resultSet"]["rows"][0],
+        json!({"t": "06:30:00.25",
+               "iv": "(a interval value: cast it to text in the routine to see it here)",
+               "r": 0.1, "a": 1, "a_2": 2}),
+        "{r}"
+    );
     f.stop().await;
 }
 

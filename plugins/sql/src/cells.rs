@@ -30,6 +30,18 @@ fn float(f: f64) -> Json {
     serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
 }
 
+/// A `real` as the decimal it was written as (`0.1`, not `0.10000000149011612`).
+fn real(f: f32) -> Json {
+    float(f.to_string().parse::<f64>().unwrap_or(f64::from(f)))
+}
+
+/// `+02:00` / `-05:30` / `+00:00` (RFC 3339; jiff's own form drops zero minutes).
+fn offset_text(minutes: i16) -> String {
+    let sign = if minutes < 0 { '-' } else { '+' };
+    let m = minutes.unsigned_abs();
+    format!("{sign}{:02}:{:02}", m / 60, m % 60)
+}
+
 /// Unix nanoseconds as a wall time (`2026-06-01T06:00:00.5`), or the raw figure when out of
 /// range (never an error: a result must not fail on an odd cell).
 fn wall(nanos: i128) -> Json {
@@ -80,7 +92,7 @@ pub(crate) fn mssql(c: &ColumnData<'_>) -> Json {
         ColumnData::I16(v) => v.map_or(Json::Null, Json::from),
         ColumnData::I32(v) => v.map_or(Json::Null, Json::from),
         ColumnData::I64(v) => v.map_or(Json::Null, Json::from),
-        ColumnData::F32(v) => v.map_or(Json::Null, |f| float(f64::from(f))),
+        ColumnData::F32(v) => v.map_or(Json::Null, real),
         ColumnData::F64(v) => v.map_or(Json::Null, float),
         ColumnData::Bit(v) => v.map_or(Json::Null, Json::Bool),
         ColumnData::String(v) => v
@@ -122,7 +134,11 @@ pub(crate) fn mssql(c: &ColumnData<'_>) -> Json {
                 Ok(t) => {
                     let offset =
                         Offset::from_seconds(i32::from(dto.offset()) * 60).unwrap_or(Offset::UTC);
-                    Json::String(format!("{}{offset}", offset.to_datetime(t)))
+                    Json::String(format!(
+                        "{}{}",
+                        offset.to_datetime(t),
+                        offset_text(dto.offset())
+                    ))
                 }
                 Err(_) => Json::Null,
             }
@@ -130,8 +146,9 @@ pub(crate) fn mssql(c: &ColumnData<'_>) -> Json {
     }
 }
 
-/// A PostgreSQL cell of any type, decoded from the binary format for the common types and
-/// from text otherwise.
+/// A PostgreSQL cell of any type. tokio-postgres asks for binary results, so each type is
+/// decoded from its binary form: the common ones here, text-like ones as text; any other
+/// type becomes a note saying to cast it (never its raw bytes read as text).
 pub(crate) struct PgCell(pub(crate) Json);
 
 impl<'a> FromSql<'a> for PgCell {
@@ -147,7 +164,7 @@ impl<'a> FromSql<'a> for PgCell {
             Type::INT4 => Json::from(i32::from_be_bytes(be(4)?.try_into()?)),
             Type::INT8 => Json::from(i64::from_be_bytes(be(8)?.try_into()?)),
             Type::OID => Json::from(u32::from_be_bytes(be(4)?.try_into()?)),
-            Type::FLOAT4 => float(f64::from(f32::from_be_bytes(be(4)?.try_into()?))),
+            Type::FLOAT4 => real(f32::from_be_bytes(be(4)?.try_into()?)),
             Type::FLOAT8 => float(f64::from_be_bytes(be(8)?.try_into()?)),
             Type::NUMERIC => Json::String(pg_numeric(raw)?),
             Type::UUID => {
@@ -179,11 +196,27 @@ impl<'a> FromSql<'a> for PgCell {
                     Err(_) => Json::Null,
                 }
             }
+            Type::TIME => {
+                let us = i64::from_be_bytes(be(8)?.try_into()?);
+                let (secs, frac) = (us / 1_000_000, us % 1_000_000);
+                let mut s = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+                if frac != 0 {
+                    s.push_str(format!(".{frac:06}").trim_end_matches('0'));
+                }
+                Json::String(s)
+            }
             Type::BYTEA => Json::String(hex(raw)),
             Type::JSONB => serde_json::from_slice(raw.get(1..).unwrap_or_default())?,
             Type::JSON => serde_json::from_slice(raw)?,
-            // text, varchar, bpchar, name, xml, and anything sent as text.
-            _ => Json::String(String::from_utf8_lossy(raw).into_owned()),
+            Type::VOID => Json::Null,
+            // Their binary form is their text.
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::XML => {
+                Json::String(String::from_utf8_lossy(raw).into_owned())
+            }
+            _ if ty.name() == "citext" => Json::String(String::from_utf8_lossy(raw).into_owned()),
+            _ => Json::String(format!(
+                "(a {ty} value: cast it to text in the routine to see it here)"
+            )),
         }))
     }
 
@@ -266,6 +299,14 @@ fn pg_numeric(raw: &[u8]) -> Result<String, Box<dyn Error + Sync + Send>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reals_and_offsets_read_as_written() {
+        assert_eq!(real(0.1), serde_json::json!(0.1));
+        assert_eq!(offset_text(120), "+02:00");
+        assert_eq!(offset_text(-330), "-05:30");
+        assert_eq!(offset_text(0), "+00:00");
+    }
 
     #[test]
     fn decimals_keep_every_digit() {

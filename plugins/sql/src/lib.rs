@@ -57,6 +57,7 @@ mod mssql;
 mod postgres;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
@@ -258,13 +259,16 @@ impl ResultSet {
     pub(crate) fn new(names: impl IntoIterator<Item = String>) -> ResultSet {
         let mut columns: Vec<String> = Vec::new();
         for (i, name) in names.into_iter().enumerate() {
-            let mut n = if name.is_empty() {
+            let base = if name.is_empty() {
                 format!("column{}", i + 1)
             } else {
                 name
             };
-            if columns.contains(&n) {
-                n = format!("{n}_{}", i + 1);
+            let mut n = base.clone();
+            let mut k = i + 1;
+            while columns.contains(&n) {
+                n = format!("{base}_{k}");
+                k += 1;
             }
             columns.push(n);
         }
@@ -283,6 +287,37 @@ impl ResultSet {
         } else {
             self.truncated = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_set_columns_are_unique_and_named() {
+        let set = ResultSet::new(["a", "a", "a_2", ""].map(String::from));
+        assert_eq!(set.columns, ["a", "a_2", "a_2_3", "column4"]);
+    }
+
+    #[test]
+    fn connections_are_recognised_and_never_shown() {
+        assert!(matches!(
+            Connection::parse("Server=db,1433;User Id=u;Password=p"),
+            Ok(Connection::SqlServer(_))
+        ));
+        assert!(matches!(
+            Connection::parse("postgresql://u:p@h/db"),
+            Ok(Connection::Postgres(_))
+        ));
+        assert!(matches!(
+            Connection::parse("host=h dbname=d"),
+            Ok(Connection::Postgres(_))
+        ));
+        assert!(Connection::parse("db01").is_err());
+        let mut o = SqlOptions::default();
+        o.add("mes", "Server=db;Password=hunter2", "test").unwrap();
+        assert!(!format!("{o:?}").contains("hunter2"));
     }
 }
 
@@ -382,6 +417,27 @@ impl CallCtx<'_> {
         }
     }
 
+    /// Runs `work` (opening a connection, reading the catalog) unless the run must stop
+    /// first; nothing has reached the server's procedure yet, so stopping is just dropping it.
+    pub(crate) async fn unless_stopped<T>(
+        &self,
+        work: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        tokio::select! {
+            biased;
+            r = work => r,
+            stop = self.stopped() => Err(CallError {
+                message: format!(
+                    "{} before the procedure was called",
+                    stop.shown(self.timeout)
+                ),
+                retryable: false,
+                data: Some(serde_json::json!({"stopped": true})),
+                cancelled: true,
+            }),
+        }
+    }
+
     /// The time left for opening a connection.
     pub(crate) fn connect_timeout(&self) -> Duration {
         match self.deadline {
@@ -433,6 +489,9 @@ pub fn run(
                 }
             })
         });
+    // Dropping a runtime waits for its blocking threads without a bound (a DNS lookup stuck in
+    // `getaddrinfo`): leave them behind instead of holding the handler past the host's grace.
+    rt.shutdown_background();
     let mut result = result.map_err(JobError::from)?;
     result.connection = call.connection.clone();
     result.elapsed_ms = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);

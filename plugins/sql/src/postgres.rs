@@ -12,6 +12,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
@@ -40,8 +41,13 @@ pub(crate) async fn call(
     call: &ProcCall,
 ) -> Result<ProcResult, CallError> {
     let messages: Arc<Mutex<Vec<String>>> = Arc::default();
-    let client = connect(cx, url, messages.clone()).await?;
-    let routine = resolve(&client, call).await?;
+    let (client, routine) = cx
+        .unless_stopped(async {
+            let client = connect(cx, url, messages.clone()).await?;
+            let routine = resolve(&client, call).await?;
+            Ok((client, routine))
+        })
+        .await?;
     let quoted = format!("{}.{}", ident(&routine.schema), ident(&routine.name));
     let mut args = Vec::new();
     let mut values: Vec<Option<String>> = Vec::new();
@@ -59,7 +65,7 @@ pub(crate) async fn call(
         values.push(p.value.postgres_text());
         args.push(format!(
             "{} => CAST(${}::text AS {})",
-            ident(&p.name.to_lowercase()),
+            ident(&p.name.to_ascii_lowercase()),
             values.len(),
             p.ty.postgres()
         ));
@@ -123,6 +129,7 @@ pub(crate) async fn call(
         if !routine.returns_set && set.columns.len() == 1 && set.row_count == 1 {
             result.return_value = set.rows.first().and_then(|r| r.values().next().cloned());
         }
+        set.truncated |= set.rows.len() > max_rows;
         set.rows.truncate(max_rows);
         result.result_sets = 1;
         result.result_set = Some(set);
@@ -142,8 +149,15 @@ where
     F: Future<Output = Result<Option<ResultSet>, tokio_postgres::Error>>,
 {
     let why = stop.shown(cx.timeout);
-    let message = match client.cancel_token().cancel_query(NoTls).await {
-        Ok(()) => match tokio::time::timeout(CANCEL_ACK_WAIT, work).await {
+    // The cancel request opens a connection of its own: bounded, since an unreachable server
+    // is exactly when calls hang.
+    let cancel = tokio::time::timeout(
+        Duration::from_secs(1),
+        client.cancel_token().cancel_query(NoTls),
+    )
+    .await;
+    let message = match cancel {
+        Ok(Ok(())) => match tokio::time::timeout(CANCEL_ACK_WAIT, work).await {
             Ok(Err(e)) if e.code().map(|c| c.code()) == Some(QUERY_CANCELED) => {
                 format!("{why}: the server cancelled the statement")
             }
@@ -154,9 +168,13 @@ where
                 CANCEL_ACK_WAIT.as_secs()
             ),
         },
-        Err(e) => format!(
+        Ok(Err(e)) => format!(
             "{why}: the cancel request could not be sent ({e}); the connection is closed, and \
              the server ends the statement when it notices"
+        ),
+        Err(_) => format!(
+            "{why}: the cancel request did not reach the server within 1 s; the connection is \
+             closed, and the server ends the statement when it notices"
         ),
     };
     cx.ctx.warn(&message);
@@ -219,7 +237,8 @@ fn folded(p: &NamePart) -> String {
     if p.quoted {
         p.text.clone()
     } else {
-        p.text.to_lowercase()
+        // PostgreSQL folds only A-Z (an unquoted Überstunden stays Überstunden).
+        p.text.to_ascii_lowercase()
     }
 }
 
@@ -349,10 +368,17 @@ fn failed(procedure: &str, e: &tokio_postgres::Error, messages: &[String]) -> Ca
                 cancelled: false,
             }
         }
-        None => CallError::new(
+        None if e.is_closed() => CallError::new(
             format!(
                 "calling {procedure} failed: {e}; the connection was lost during the call, so \
                  whether it ran is unknown (not retried automatically)"
+            ),
+            false,
+        ),
+        None => CallError::new(
+            format!(
+                "calling {procedure} failed: the driver could not read the answer ({e}); how \
+                 the routine ended is unknown (not retried automatically)"
             ),
             false,
         ),

@@ -175,10 +175,10 @@ impl SqlType {
                 if args.len() > 2 {
                     return Err(format!("type \"{name}\" takes precision and scale only"));
                 }
-                if !(1..=38).contains(&p) || s > p {
+                if !(1..=38).contains(&p) || s > p || s > 37 {
                     return Err(format!(
                         "type \"{name}\": precision {p} and scale {s} are out of range \
-                         (precision 1 ..= 38, scale 0 ..= precision)"
+                         (precision 1 ..= 38, scale 0 ..= precision and at most 37)"
                     ));
                 }
                 Ok(SqlType::Decimal {
@@ -275,9 +275,11 @@ impl Value {
             },
             SqlType::Date => {
                 let s = string(v, &shown)?;
-                s.parse::<civil::Date>()
-                    .map(Value::Date)
-                    .map_err(|e| format!("\"{s}\" is not a date like 2026-06-01 ({e})"))
+                let d = s
+                    .parse::<civil::Date>()
+                    .map_err(|e| format!("\"{s}\" is not a date like 2026-06-01 ({e})"))?;
+                in_sql_range(s, d.year())?;
+                Ok(Value::Date(d))
             }
             SqlType::DateTime | SqlType::DateTime2 => {
                 let s = string(v, &shown)?;
@@ -290,6 +292,7 @@ impl Value {
                 let dt = s.parse::<civil::DateTime>().map_err(|e| {
                     format!("\"{s}\" is not a date and time like 2026-06-01T06:00:00.123 ({e})")
                 })?;
+                in_sql_range(s, dt.year())?;
                 if *ty == SqlType::DateTime && dt.year() < 1753 {
                     return Err(format!(
                         "\"{s}\" is before 1753-01-01, the first day datetime holds; use \
@@ -355,6 +358,18 @@ impl Value {
                 s
             }
         })
+    }
+}
+
+/// SQL Server's `date` and `datetime2` hold the years 1 ..= 9999 (jiff also parses year 0 and
+/// negative years, which must not be clamped silently).
+fn in_sql_range(s: &str, year: i16) -> Result<(), String> {
+    if (1..=9999).contains(&year) {
+        Ok(())
+    } else {
+        Err(format!(
+            "\"{s}\" is outside the years 1 to 9999 that a sql date holds"
+        ))
     }
 }
 
@@ -482,6 +497,7 @@ mod tests {
             "int(4)",
             "decimal(40,2)",
             "decimal(5,6)",
+            "decimal(38,38)",
             "nvarchar(0)",
             "nvarchar(x",
             "varchar(9000)",
@@ -527,6 +543,8 @@ mod tests {
         assert!(bad("datetime2", json!("2026-06-01T06:00:00+02:00")).contains("time zone"));
         assert!(bad("datetime", json!("1700-01-01T00:00:00")).contains("1753"));
         assert!(bad("date", json!("01.06.2026")).contains("not a date"));
+        assert!(bad("date", json!("0000-12-31")).contains("years 1 to 9999"));
+        assert!(bad("datetime2", json!("0000-06-01T00:00:00")).contains("years 1 to 9999"));
         assert_eq!(
             ok(
                 "uniqueidentifier",

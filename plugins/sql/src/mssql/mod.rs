@@ -42,9 +42,14 @@ type Client = tiberius::Client<watch::Watched<tokio_util::compat::Compat<TcpStre
 /// The first column of the batch's own last result set.
 const RETURN_COLUMN: &str = "takt_return_value";
 
-/// SQL Server error numbers a retry can fix: the transaction was rolled back before anything
-/// was kept (1205: chosen as deadlock victim).
+/// SQL Server error numbers a retry can fix: the victim's transaction was rolled back (1205:
+/// chosen as deadlock victim). Work a procedure committed before it is kept, so a procedure
+/// that commits inside must be safe to run again for its job to use retries.
 const RETRYABLE: &[u32] = &[1205];
+
+/// Login errors that waiting will not fix: login failed (18456), cannot open the database
+/// (4060), account locked (18486), untrusted domain (18452).
+const LOGIN_REFUSED: &[u32] = &[18456, 4060, 18486, 18452];
 
 /// Runs `call` on the SQL Server of `ado`.
 pub(crate) async fn call(
@@ -52,7 +57,7 @@ pub(crate) async fn call(
     ado: &str,
     call: &ProcCall,
 ) -> Result<ProcResult, CallError> {
-    let (mut client, watch) = connect(cx, ado).await?;
+    let (mut client, watch) = cx.unless_stopped(connect(cx, ado)).await?;
     let (sql, binds) = batch(call);
     let refs: Vec<&dyn ToSql> = binds.iter().map(|b| b as &dyn ToSql).collect();
     watch.begin_request();
@@ -173,9 +178,9 @@ async fn stopped<F: Future>(
         }
     } else {
         format!(
-            "{why}: the connection is encrypted end to end, so no attention can be sent on it; \
-             it is closed instead, and the server stops and rolls back the procedure when it \
-             notices"
+            "{why}: no attention can be sent on this connection (it is encrypted end to end, \
+             or its answer had already ended); it is closed instead, and the server stops and \
+             rolls back the procedure when it notices"
         )
     };
     cx.ctx.warn(&message);
@@ -218,7 +223,10 @@ async fn connect(cx: &CallCtx<'_>, ado: &str) -> Result<(Client, watch::Watch), 
     let (client, watch) = match tokio::time::timeout(limit, open).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
-            let retryable = !matches!(&e, tiberius::error::Error::Server(s) if s.code() == 18456);
+            let retryable = !matches!(
+                &e,
+                tiberius::error::Error::Server(s) if LOGIN_REFUSED.contains(&s.code())
+            ) && !matches!(&e, tiberius::error::Error::Routing { .. });
             return Err(CallError::new(
                 format!("cannot connect to sql server at {}: {e}", config.get_addr()),
                 retryable,
@@ -425,10 +433,19 @@ fn failed(call: &ProcCall, e: tiberius::error::Error, summary: &watch::Summary) 
                 cancelled: false,
             }
         }
+        tiberius::error::Error::Io { .. } => CallError::new(
+            format!(
+                "calling {procedure} failed: {e}; the connection was lost during the call, so \
+                 whether the procedure ran is unknown (not retried automatically)",
+                e = e
+            ),
+            false,
+        ),
         other => CallError::new(
             format!(
-                "calling {procedure} failed: {other}; the connection was lost during the call, so \
-                 whether the procedure ran is unknown (not retried automatically)"
+                "calling {procedure} failed: the driver could not read the answer ({other}), e.g. \
+                 a column type it cannot read such as sql_variant; how the procedure ended is \
+                 unknown (not retried automatically)"
             ),
             false,
         ),
