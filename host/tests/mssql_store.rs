@@ -21,6 +21,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::mssql::{Client, admin, exec as run_sql};
 use takt_core::Timestamp;
 use takt_core::job::JobId;
 use takt_core::run::NodeId;
@@ -29,7 +30,6 @@ use takt_core::store::{ClaimParams, Store, StoreErrorKind};
 use takt_host::store::mssql::parse_connection_string;
 use takt_host::store::mssql_latest_version;
 use takt_host::store::{AnyStore, Database, MssqlOptions, MssqlStore, NodeInfo};
-use tokio_util::compat::TokioAsyncWriteCompatExt;
 
 /// The check skipped on the emulator, and why (see the module docs).
 const NEEDS_A_REAL_SERVER: &str = "concurrent_claimers_never_share_a_fire";
@@ -46,28 +46,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-type Client = tiberius::Client<tokio_util::compat::Compat<tokio::net::TcpStream>>;
-
-async fn admin(url: &str) -> Client {
-    let config = parse_connection_string(url).expect("a valid TAKT_TEST_MSSQL_URL");
-    let tcp = tokio::net::TcpStream::connect(config.get_addr())
-        .await
-        .expect("reach the test server");
-    tcp.set_nodelay(true).ok();
-    tiberius::Client::connect(config, tcp.compat_write())
-        .await
-        .expect("log in to the test server")
-}
-
-async fn run_sql(c: &mut Client, sql: &str) {
-    c.simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_results()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
 /// The tests of this file one at a time: on the emulator they share one set of tables.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -77,20 +55,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Whether the peer is the iridium emulator (its `@@VERSION` says so).
+/// Whether the peer is the iridium emulator.
 async fn on_emulator(url: &str) -> bool {
-    let mut c = admin(url).await;
-    let rows = c
-        .simple_query("SELECT @@VERSION")
-        .await
-        .expect("version")
-        .into_first_result()
-        .await
-        .expect("version");
-    let v: Option<&str> = rows.first().and_then(|r| r.get(0));
-    v.unwrap_or_default()
-        .to_ascii_lowercase()
-        .contains("iridium")
+    common::mssql::on_emulator(&mut admin(url).await).await
 }
 
 /// Fresh databases, dropped when [`Dbs::drop_all`] runs. On the emulator, which has no

@@ -9,17 +9,14 @@ mod common;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
-use takt_core::job::JobDef;
 use takt_core::run::{Run, RunState};
-use takt_core::store::Store;
 use takt_core::store::memory::MemoryStore;
 use takt_host::embed::{Host, HostBuilder};
-use takt_host::scheduler::SchedulerEvent;
 use takt_plugin_api::static_plugin;
 use takt_plugin_sql::SqlOptions;
-use tokio_postgres::NoTls;
 
-const WAIT: Duration = Duration::from_secs(60);
+use common::jobs::result;
+use tokio_postgres::NoTls;
 
 /// The tests' connections: one per test, named after it, each with its own schema first on
 /// the search path and an application name to find it by in pg_stat_activity. A static
@@ -115,37 +112,7 @@ impl Fixture {
 
     /// Runs a one-off `sql::proc` job with `params` and returns its final run and log.
     async fn run(&self, params: Json, timeout: Option<Duration>) -> (Run, Vec<String>) {
-        let mut events = self.host.subscribe();
-        let mut job = JobDef::new(
-            &format!("proc-{}", self.store.job_list().await.unwrap().len()),
-            "sql::proc",
-        )
-        .unwrap();
-        job.params_json = params.to_string();
-        job.timeout = timeout;
-        let id = self.host.add_job(job).await.unwrap().id.unwrap();
-        self.host.trigger(id).await.unwrap();
-        let run = loop {
-            let e = tokio::time::timeout(WAIT, events.recv())
-                .await
-                .expect("the run finishes in time")
-                .expect("events open");
-            if let SchedulerEvent::Finished { run, state, .. } = e
-                && state != RunState::Pending
-            {
-                break run;
-            }
-        };
-        let run = self.store.run_get(run).await.unwrap().unwrap();
-        let log = self
-            .store
-            .log_list(run.id.unwrap(), None, 100)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(_, l)| l.message)
-            .collect();
-        (run, log)
+        common::jobs::run_once(&self.host, &self.store, "sql::proc", &params, timeout).await
     }
 
     async fn stop(self) {
@@ -155,10 +122,6 @@ impl Fixture {
             .await
             .expect("drop schema");
     }
-}
-
-fn result(run: &Run) -> Json {
-    serde_json::from_str(run.result_json.as_deref().expect("a result")).expect("result json")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,63 +13,14 @@ mod common;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
-use takt_core::job::JobDef;
 use takt_core::run::{Run, RunState};
-use takt_core::store::Store;
 use takt_core::store::memory::MemoryStore;
 use takt_host::embed::{Host, HostBuilder};
-use takt_host::scheduler::SchedulerEvent;
-use takt_host::store::mssql::parse_connection_string;
 use takt_plugin_api::static_plugin;
 use takt_plugin_sql::SqlOptions;
-use tokio_util::compat::TokioAsyncWriteCompatExt;
 
-const WAIT: Duration = Duration::from_secs(60);
-
-type Client = tiberius::Client<tokio_util::compat::Compat<tokio::net::TcpStream>>;
-
-async fn admin(url: &str) -> Client {
-    let config = parse_connection_string(url).expect("a valid TAKT_TEST_MSSQL_URL");
-    let tcp = tokio::net::TcpStream::connect(config.get_addr())
-        .await
-        .expect("reach the test server");
-    tcp.set_nodelay(true).ok();
-    tiberius::Client::connect(config, tcp.compat_write())
-        .await
-        .expect("log in to the test server")
-}
-
-async fn exec(c: &mut Client, sql: &str) {
-    c.simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_results()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn rows(c: &mut Client, sql: &str) -> Vec<tiberius::Row> {
-    c.simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_first_result()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-/// The peer is the iridium emulator (its `@@VERSION` says so, or it cannot answer).
-async fn on_emulator(c: &mut Client) -> bool {
-    match c.simple_query("SELECT @@VERSION").await {
-        Ok(s) => match s.into_row().await {
-            Ok(Some(r)) => {
-                let v: &str = r.get(0).unwrap_or_default();
-                v.to_ascii_lowercase().contains("iridium") || !v.contains("Microsoft SQL")
-            }
-            _ => true,
-        },
-        Err(_) => true,
-    }
-}
+use common::jobs::result;
+use common::mssql::{admin, exec, on_emulator, rows};
 
 /// The first cell as a number, whichever integer type the peer sends (the emulator answers
 /// `COUNT(*)` as bigint).
@@ -109,39 +60,8 @@ impl Fixture {
     }
 
     async fn run(&self, params: Json, timeout: Option<Duration>) -> (Run, Vec<String>) {
-        let mut events = self.host.subscribe();
-        let n = self.store.job_list().await.unwrap().len();
-        let mut job = JobDef::new(&format!("proc-{n}"), "sql::proc").unwrap();
-        job.params_json = params.to_string();
-        job.timeout = timeout;
-        let id = self.host.add_job(job).await.unwrap().id.unwrap();
-        self.host.trigger(id).await.unwrap();
-        let run = loop {
-            let e = tokio::time::timeout(WAIT, events.recv())
-                .await
-                .expect("the run finishes in time")
-                .expect("events open");
-            if let SchedulerEvent::Finished { run, state, .. } = e
-                && state != RunState::Pending
-            {
-                break run;
-            }
-        };
-        let run = self.store.run_get(run).await.unwrap().unwrap();
-        let log = self
-            .store
-            .log_list(run.id.unwrap(), None, 100)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(_, l)| l.message)
-            .collect();
-        (run, log)
+        common::jobs::run_once(&self.host, &self.store, "sql::proc", &params, timeout).await
     }
-}
-
-fn result(run: &Run) -> Json {
-    serde_json::from_str(run.result_json.as_deref().expect("a result")).expect("result json")
 }
 
 /// One test (the emulator keeps one database for everyone): the checks run in order.

@@ -251,6 +251,15 @@ fn apply_all(
     Ok(applied)
 }
 
+/// The refusal of a server database (PostgreSQL, SQL Server) migrated by a newer takt.
+pub(crate) fn newer_server_schema(shown: &str, version: u32, latest: u32) -> StoreError {
+    StoreError::other(format!(
+        "the database {shown} has schema version {version}, newer than this takt knows \
+         ({latest}); run a takt at least as new as the one that migrated it (takt left it \
+         untouched)"
+    ))
+}
+
 fn newer_schema(path: &str, found: u32, latest: u32) -> StoreError {
     StoreError::other(format!(
         "the database {path} has schema version {found}, but this takt knows versions 1 to \

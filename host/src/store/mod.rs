@@ -14,6 +14,7 @@ pub mod any;
 pub mod migrate;
 pub mod mssql;
 pub mod postgres;
+mod retry;
 mod rows;
 pub mod sqlite;
 

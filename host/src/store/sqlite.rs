@@ -31,7 +31,7 @@ use rusqlite::{
 };
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
-use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
+use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{
     add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
     recovery_event, run_missing, show,
@@ -745,15 +745,7 @@ fn claim_fire(
     for (at, reason) in skips {
         insert_run(conn, path, &Run::skipped(id, at, reason, None, p.now))?;
     }
-    let mut run = Run::pending(id, fire, p.now);
-    run.apply(
-        RunEvent::Claimed {
-            node: p.node.clone(),
-            lease_until,
-        },
-        p.now,
-        &job.retry,
-    )?;
+    let run = p.new_run(id, fire, lease_until, &job.retry)?;
     let Some(run_id) = insert_run(conn, path, &run)? else {
         return Ok(None);
     };
@@ -795,14 +787,7 @@ fn claim_retry(
     }
     let job = need_job(conn, path, run.job_id)?;
     let (state, attempt) = (run.state, run.attempt);
-    run.apply(
-        RunEvent::Claimed {
-            node: p.node.clone(),
-            lease_until,
-        },
-        p.now,
-        &job.retry,
-    )?;
+    p.claim(&mut run, lease_until, &job.retry)?;
     if !update_run_if(conn, path, &run, id, state, attempt)? {
         return Err(StoreError::conflict(format!(
             "run {id} changed while claiming its retry; claim again"

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub(crate) mod jobs;
+pub(crate) mod mssql;
 pub(crate) mod proxy;
 
 use std::path::{Path, PathBuf};

@@ -339,6 +339,40 @@ impl CallError {
             cancelled: false,
         }
     }
+
+    /// A call the host stopped (timeout, cancel, shutdown); `message` says what happened on
+    /// the server.
+    pub(crate) fn stopped(message: String) -> CallError {
+        CallError {
+            message,
+            retryable: false,
+            data: Some(serde_json::json!({"stopped": true})),
+            cancelled: true,
+        }
+    }
+
+    /// A call that failed outside the server's own errors, after the procedure was sent: its
+    /// outcome is unknown, so it is never retried automatically. `lost`: the connection
+    /// broke; otherwise the driver could not read the answer (`detail` says which).
+    pub(crate) fn outcome_unknown(
+        procedure: &str,
+        detail: &dyn std::fmt::Display,
+        lost: bool,
+    ) -> CallError {
+        let message = if lost {
+            format!(
+                "calling {procedure} failed: {detail}; the connection was lost during the call, \
+                 so whether it ran is unknown (not retried automatically)"
+            )
+        } else {
+            format!(
+                "calling {procedure} failed: the driver could not read the answer ({detail}), \
+                 e.g. a column type it cannot read; how it ended is unknown (not retried \
+                 automatically)"
+            )
+        };
+        CallError::new(message, false)
+    }
 }
 
 impl From<CallError> for JobError {
@@ -426,15 +460,10 @@ impl CallCtx<'_> {
         tokio::select! {
             biased;
             r = work => r,
-            stop = self.stopped() => Err(CallError {
-                message: format!(
-                    "{} before the procedure was called",
-                    stop.shown(self.timeout)
-                ),
-                retryable: false,
-                data: Some(serde_json::json!({"stopped": true})),
-                cancelled: true,
-            }),
+            stop = self.stopped() => Err(CallError::stopped(format!(
+                "{} before the procedure was called",
+                stop.shown(self.timeout)
+            ))),
         }
     }
 

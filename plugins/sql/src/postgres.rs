@@ -178,12 +178,7 @@ where
         ),
     };
     cx.ctx.warn(&message);
-    CallError {
-        message,
-        retryable: false,
-        data: Some(serde_json::json!({"stopped": true})),
-        cancelled: true,
-    }
+    CallError::stopped(message)
 }
 
 /// Opens a connection for one call; its notices (`RAISE NOTICE`) are collected into
@@ -368,20 +363,7 @@ fn failed(procedure: &str, e: &tokio_postgres::Error, messages: &[String]) -> Ca
                 cancelled: false,
             }
         }
-        None if e.is_closed() => CallError::new(
-            format!(
-                "calling {procedure} failed: {e}; the connection was lost during the call, so \
-                 whether it ran is unknown (not retried automatically)"
-            ),
-            false,
-        ),
-        None => CallError::new(
-            format!(
-                "calling {procedure} failed: the driver could not read the answer ({e}); how \
-                 the routine ended is unknown (not retried automatically)"
-            ),
-            false,
-        ),
+        None => CallError::outcome_unknown(procedure, e, e.is_closed()),
     }
 }
 

@@ -31,7 +31,7 @@ use super::{
     Store, StoreError, StoreResult, serves,
 };
 use crate::job::{JobDef, JobId, JobName, Priority};
-use crate::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
+use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// An in-memory [`Store`]; cheap to clone (clones share the data).
 #[derive(Clone, Debug, Default)]
@@ -324,15 +324,7 @@ impl Inner {
         if self.run_keys.contains_key(&(id, fire)) {
             return Ok(None);
         }
-        let mut run = Run::pending(id, fire, p.now);
-        run.apply(
-            RunEvent::Claimed {
-                node: p.node.clone(),
-                lease_until,
-            },
-            p.now,
-            &job.retry,
-        )?;
+        let run = p.new_run(id, fire, lease_until, &job.retry)?;
         let run = self.insert_run(run);
         let job = self.job(id)?.clone();
         Ok(Some(ClaimedRun { run, job }))
@@ -347,14 +339,7 @@ impl Inner {
         let job_id = self.runs.get(&id).ok_or_else(|| run_missing(id))?.job_id;
         let job = self.job(job_id)?.clone();
         let ((), run) = self.update_run(id, |run| {
-            run.apply(
-                RunEvent::Claimed {
-                    node: p.node.clone(),
-                    lease_until,
-                },
-                p.now,
-                &job.retry,
-            )?;
+            p.claim(run, lease_until, &job.retry)?;
             Ok(())
         })?;
         Ok(ClaimedRun { run, job })

@@ -40,8 +40,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::job::{JobDef, JobError, JobId, JobName};
-use crate::policy::{MisfirePolicy, OverlapPolicy};
-use crate::run::{NodeId, Progress, Run, RunId, RunState, TransitionError};
+use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
+use crate::run::{NodeId, Progress, Run, RunEvent, RunId, RunState, TransitionError};
 
 /// A store result.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -211,6 +211,40 @@ pub struct ClaimParams {
     pub limit: usize,
     /// How long the node holds each claimed run before it must renew ([`Store::lease_renew`]).
     pub lease: Duration,
+}
+
+impl ClaimParams {
+    /// Claims `run` (pending → running on this node until `lease_until`) by the state
+    /// machine, as every store does inside its claim.
+    pub fn claim(
+        &self,
+        run: &mut Run,
+        lease_until: Timestamp,
+        retry: &RetryPolicy,
+    ) -> Result<(), TransitionError> {
+        run.apply(
+            RunEvent::Claimed {
+                node: self.node.clone(),
+                lease_until,
+            },
+            self.now,
+            retry,
+        )
+        .map(|_| ())
+    }
+
+    /// A new run of `job` for its fire at `fire`, claimed by this node.
+    pub fn new_run(
+        &self,
+        job: JobId,
+        fire: Timestamp,
+        lease_until: Timestamp,
+        retry: &RetryPolicy,
+    ) -> Result<Run, TransitionError> {
+        let mut run = Run::pending(job, fire, self.now);
+        self.claim(&mut run, lease_until, retry)?;
+        Ok(run)
+    }
 }
 
 /// A run a node claimed, with its job as it was at the claim.

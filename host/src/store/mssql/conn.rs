@@ -21,41 +21,7 @@ use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 /// A tiberius client on a tokio TCP stream.
 pub(crate) type Conn = Client<Compat<TcpStream>>;
 
-/// Why a call failed, and whether trying it again is safe.
-#[derive(Debug)]
-pub(crate) struct Fail {
-    pub(crate) error: StoreError,
-    pub(crate) retry: Retry,
-}
-
-/// Whether a failed call may run again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Not retryable (a conflict, a missing row, bad data).
-    No,
-    /// Transient, and nothing was committed: the call may simply run again.
-    Safe,
-    /// The connection failed while committing: the transaction may or may not have committed.
-    Unknown,
-}
-
-impl From<StoreError> for Fail {
-    fn from(error: StoreError) -> Fail {
-        Fail {
-            error,
-            retry: Retry::No,
-        }
-    }
-}
-
-impl Fail {
-    pub(crate) fn transient(message: String) -> Fail {
-        Fail {
-            error: StoreError::transient(message),
-            retry: Retry::Safe,
-        }
-    }
-}
+pub(crate) use crate::store::retry::{Fail, Retry};
 
 /// SQL Server error numbers the store acts on.
 mod code {

@@ -11,7 +11,9 @@ use std::time::Instant;
 use takt_core::store::StoreError;
 
 use super::conn::{Cells, Fail, Params, Pooled};
-use crate::store::migrate::{AppliedMigration, Migration, MigrationEvent, MigrationObserver};
+use crate::store::migrate::{
+    AppliedMigration, Migration, MigrationEvent, MigrationObserver, newer_server_schema,
+};
 
 /// Every SQL Server migration this binary knows, in order.
 pub const MSSQL_MIGRATIONS: &[Migration] = &[Migration {
@@ -90,14 +92,6 @@ pub(super) async fn current_version(c: &mut Pooled, shown: &str) -> Result<u32, 
     Ok(v.map_or(0, |v| u32::try_from(v).unwrap_or(0)))
 }
 
-fn newer(shown: &str, version: u32) -> StoreError {
-    StoreError::other(format!(
-        "the database {shown} has schema version {version}, newer than this takt knows ({}); \
-         run a takt at least as new as the one that migrated it (takt left it untouched)",
-        mssql_latest_version()
-    ))
-}
-
 /// Applies what the database lacks, reporting progress to `observer`. `emulator`: the peer
 /// cannot run `sp_getapplock` or some of the file's statements; see [`super::dialect`].
 pub(super) async fn apply(
@@ -108,7 +102,7 @@ pub(super) async fn apply(
 ) -> Result<Vec<AppliedMigration>, Fail> {
     let current = current_version(c, shown).await?;
     if current > mssql_latest_version() {
-        return Err(newer(shown, current).into());
+        return Err(newer_server_schema(shown, current, mssql_latest_version()).into());
     }
     let mut applied = Vec::new();
     for m in MSSQL_MIGRATIONS.iter().filter(|m| m.version > current) {

@@ -49,7 +49,7 @@ use std::time::{Duration, SystemTime};
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
-use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
+use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{
     add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
     recovery_event, run_missing, show,
@@ -63,6 +63,7 @@ use tiberius::{Config, Row};
 use self::conn::{Cells, Fail, Params, Pool, Pooled, Retry, text};
 use super::migrate::{AppliedMigration, MigrationObserver};
 use super::postgres::{NodeInfo, NodeStatus};
+use super::retry::{self, RETRY_PAUSES_MS};
 use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
 pub use migrate::{MSSQL_MIGRATIONS, mssql_latest_version};
 
@@ -176,11 +177,6 @@ pub fn describe(s: &str, database: Option<&str>) -> String {
     };
     format!("mssql://{at}{host}/{db}")
 }
-
-/// How often, and after what pauses, a call that failed transiently before committing is
-/// tried again: about 3 s in all, after which the caller (the loop) reports the outage and
-/// backs off itself.
-const RETRY_PAUSES_MS: [u64; 6] = [20, 50, 100, 250, 600, 1500];
 
 /// Session settings of every connection: an error rolls the whole transaction back, and the
 /// ANSI options that DML on tables with filtered indexes requires (error 1934 otherwise).
@@ -465,7 +461,7 @@ impl MssqlStore {
             Vec::new(),
             false,
         );
-        let emulator = retry_loop("connecting", || async {
+        let emulator = retry::retrying("connecting", || async {
             let mut c = probe.get("connecting").await?;
             dialect::is_emulator(&mut c, &shown).await
         })
@@ -707,36 +703,13 @@ impl MssqlStore {
         self.pool.get(what).await
     }
 
-    /// Runs `op` until it succeeds, fails for good, or has failed transiently
-    /// `RETRY_PAUSES_MS.len() + 1` times. `op` must be safe to run again after a
-    /// [`Retry::Safe`] failure (nothing of it was committed).
+    /// [`retry::retrying`] for this store's calls.
     async fn retrying<T, F, Fut>(&self, what: &str, op: F) -> StoreResult<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Fail>>,
     {
-        retry_loop(what, op).await
-    }
-}
-
-async fn retry_loop<T, F, Fut>(what: &str, mut op: F) -> StoreResult<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Fail>>,
-{
-    let mut pauses = RETRY_PAUSES_MS.iter();
-    loop {
-        match op().await {
-            Ok(v) => return Ok(v),
-            Err(f) if f.retry == Retry::Safe => match pauses.next() {
-                Some(ms) => {
-                    tracing::debug!("{what}: {}; retrying in {ms} ms", f.error);
-                    tokio::time::sleep(Duration::from_millis(*ms)).await;
-                }
-                None => return Err(f.error),
-            },
-            Err(f) => return Err(f.error),
-        }
+        retry::retrying(what, op).await
     }
 }
 
@@ -865,16 +838,9 @@ impl MssqlStore {
                             )
                             .await?;
                         }
-                        let mut run = Run::pending(id, fire, p.now);
-                        run.apply(
-                            RunEvent::Claimed {
-                                node: p.node.clone(),
-                                lease_until,
-                            },
-                            p.now,
-                            &job.retry,
-                        )
-                        .map_err(StoreError::from)?;
+                        let run = p
+                            .new_run(id, fire, lease_until, &job.retry)
+                            .map_err(StoreError::from)?;
                         // A taken key (a skipped or triggered run): next fire still advanced.
                         if let Some(run) = insert_run(&mut c, shown, &run, token).await? {
                             job.next_fire = next;
@@ -934,15 +900,8 @@ impl MssqlStore {
         }
         let job = need_job(c, shown, run.job_id).await?;
         let before = (run.state, run.attempt);
-        run.apply(
-            RunEvent::Claimed {
-                node: p.node.clone(),
-                lease_until,
-            },
-            p.now,
-            &job.retry,
-        )
-        .map_err(StoreError::from)?;
+        p.claim(&mut run, lease_until, &job.retry)
+            .map_err(StoreError::from)?;
         let Some(stored) = update_run_if(c, shown, &run, id, before, token).await? else {
             return Err(StoreError::conflict(format!(
                 "run {id} changed while claiming its retry; claim again"
@@ -1551,24 +1510,10 @@ impl Store for MssqlStore {
         finish: &RunFinish,
     ) -> StoreResult<Run> {
         finish.validate()?;
-        let mut pauses = RETRY_PAUSES_MS.iter();
-        let mut resolving = false;
-        loop {
-            match self
-                .finish_once(id, expected_attempt, finish, resolving)
-                .await
-            {
-                Ok(run) => return Ok(run),
-                Err(f) if f.retry == Retry::No => return Err(f.error),
-                Err(f) => {
-                    resolving |= f.retry == Retry::Unknown;
-                    let Some(ms) = pauses.next() else {
-                        return Err(f.error);
-                    };
-                    tokio::time::sleep(Duration::from_millis(*ms)).await;
-                }
-            }
-        }
+        retry::retrying_resolving(|resolving| {
+            self.finish_once(id, expected_attempt, finish, resolving)
+        })
+        .await
     }
 
     async fn run_get(&self, id: RunId) -> StoreResult<Option<Run>> {

@@ -15,6 +15,7 @@ use tokio_postgres::Client;
 use super::{Fail, pg};
 use crate::store::migrate::{
     AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY,
+    newer_server_schema,
 };
 
 /// Every PostgreSQL migration this binary knows, in order.
@@ -65,14 +66,6 @@ pub(super) async fn current_version(
     Ok(v.map_or(0, |v| u32::try_from(v).unwrap_or(0)))
 }
 
-fn newer(shown: &str, version: u32) -> StoreError {
-    StoreError::other(format!(
-        "the database {shown} has schema version {version}, newer than this takt knows ({}); \
-         run a takt at least as new as the one that migrated it (takt left it untouched)",
-        pg_latest_version()
-    ))
-}
-
 /// Applies what the database lacks, reporting progress to `observer`.
 pub(super) async fn apply(
     client: &mut Client,
@@ -82,7 +75,7 @@ pub(super) async fn apply(
 ) -> Result<Vec<AppliedMigration>, Fail> {
     let current = current_version(client, shown, schema).await?;
     if current > pg_latest_version() {
-        return Err(newer(shown, current).into());
+        return Err(newer_server_schema(shown, current, pg_latest_version()).into());
     }
     let mut applied = Vec::new();
     for m in PG_MIGRATIONS.iter().filter(|m| m.version > current) {

@@ -39,7 +39,7 @@ use deadpool_postgres::{
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
-use takt_core::run::{NodeId, Progress, Run, RunEvent, RunId, RunState};
+use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{
     add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
     recovery_event, run_missing, show,
@@ -53,6 +53,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use super::migrate::{AppliedMigration, MigrationObserver};
+use super::retry::{self, Fail, RETRY_PAUSES_MS, Retry};
 use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
 pub use migrate::{PG_MIGRATIONS, pg_latest_version};
 
@@ -162,40 +163,11 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// Why a call failed, and whether trying it again is safe.
-#[derive(Debug)]
-pub(crate) struct Fail {
-    error: StoreError,
-    retry: Retry,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Retry {
-    /// Not retryable (a conflict, a missing row, bad data).
-    No,
-    /// Transient, and nothing was committed: the call may simply run again.
-    Safe,
-    /// The connection failed while committing: the transaction may or may not have committed.
-    Unknown,
-}
-
-impl From<StoreError> for Fail {
-    fn from(error: StoreError) -> Fail {
-        Fail {
-            error,
-            retry: Retry::No,
-        }
-    }
-}
-
 /// Maps a driver error to a [`Fail`] whose kind the host can act on; `what` says what the
 /// store was doing.
 pub(crate) fn pg(shown: &str, what: &str, err: tokio_postgres::Error) -> Fail {
     let e = detail(&err);
-    let transient = |m: String| Fail {
-        error: StoreError::transient(m),
-        retry: Retry::Safe,
-    };
+    let transient = Fail::transient;
     if let Some(code) = err.code() {
         let c = code.code();
         if *code == SqlState::UNIQUE_VIOLATION {
@@ -273,24 +245,16 @@ fn detail(e: &tokio_postgres::Error) -> String {
 fn pool_error(shown: &str, what: &str, e: PoolError) -> Fail {
     match e {
         PoolError::Backend(e) => pg(shown, what, e),
-        PoolError::Timeout(_) => Fail {
-            error: StoreError::transient(format!(
-                "no connection to {shown} within the connect timeout ({what}); the database \
-                 is down, unreachable or out of connections: takt retries"
-            )),
-            retry: Retry::Safe,
-        },
+        PoolError::Timeout(_) => Fail::transient(format!(
+            "no connection to {shown} within the connect timeout ({what}); the database is \
+             down, unreachable or out of connections: takt retries"
+        )),
         other => StoreError::other(format!(
             "cannot get a connection to {shown} ({what}): {other}"
         ))
         .into(),
     }
 }
-
-/// How often, and after what pauses, a call that failed transiently before committing is
-/// tried again: about 3 s in all, after which the caller (the loop) reports the outage and
-/// backs off itself.
-const RETRY_PAUSES_MS: [u64; 6] = [20, 50, 100, 250, 600, 1500];
 
 // ---- conversions -------------------------------------------------------------------------
 
@@ -869,28 +833,13 @@ impl PgStore {
             .map_err(|e| pool_error(&self.shown, what, e))
     }
 
-    /// Runs `op` until it succeeds, fails for good, or has failed transiently
-    /// `RETRY_PAUSES_MS.len() + 1` times. `op` must be safe to run again after a
-    /// [`Retry::Safe`] failure (nothing of it was committed).
-    async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> StoreResult<T>
+    /// [`retry::retrying`] for this store's calls.
+    async fn retrying<T, F, Fut>(&self, what: &str, op: F) -> StoreResult<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Fail>>,
     {
-        let mut pauses = RETRY_PAUSES_MS.iter();
-        loop {
-            match op().await {
-                Ok(v) => return Ok(v),
-                Err(f) if f.retry == Retry::Safe => match pauses.next() {
-                    Some(ms) => {
-                        tracing::debug!("{what}: {}; retrying in {ms} ms", f.error);
-                        tokio::time::sleep(Duration::from_millis(*ms)).await;
-                    }
-                    None => return Err(f.error),
-                },
-                Err(f) => return Err(f.error),
-            }
-        }
+        retry::retrying(what, op).await
     }
 }
 
@@ -1147,16 +1096,9 @@ impl PgStore {
                         for (at, reason) in skips {
                             batch.push(&Run::skipped(id, at, reason, None, p.now), 0)?;
                         }
-                        let mut run = Run::pending(id, fire, p.now);
-                        run.apply(
-                            RunEvent::Claimed {
-                                node: p.node.clone(),
-                                lease_until,
-                            },
-                            p.now,
-                            &job.retry,
-                        )
-                        .map_err(StoreError::from)?;
+                        let run = p
+                            .new_run(id, fire, lease_until, &job.retry)
+                            .map_err(StoreError::from)?;
                         batch.push(&run, token)?;
                         job.next_fire = next;
                         fires.push((key, *job));
@@ -1310,15 +1252,8 @@ async fn claim_retry(
     }
     let job = need_job(tx, shown, run.job_id).await?;
     let before = (run.state, run.attempt);
-    run.apply(
-        RunEvent::Claimed {
-            node: p.node.clone(),
-            lease_until,
-        },
-        p.now,
-        &job.retry,
-    )
-    .map_err(StoreError::from)?;
+    p.claim(&mut run, lease_until, &job.retry)
+        .map_err(StoreError::from)?;
     let Some(stored) = update_run_if(tx, shown, &run, id, before, token).await? else {
         return Err(StoreError::conflict(format!(
             "run {id} changed while claiming its retry; claim again"
@@ -1809,24 +1744,10 @@ impl Store for PgStore {
         finish: &RunFinish,
     ) -> StoreResult<Run> {
         finish.validate()?;
-        let mut pauses = RETRY_PAUSES_MS.iter();
-        let mut resolving = false;
-        loop {
-            match self
-                .finish_once(id, expected_attempt, finish, resolving)
-                .await
-            {
-                Ok(run) => return Ok(run),
-                Err(f) if f.retry == Retry::No => return Err(f.error),
-                Err(f) => {
-                    resolving |= f.retry == Retry::Unknown;
-                    let Some(ms) = pauses.next() else {
-                        return Err(f.error);
-                    };
-                    tokio::time::sleep(Duration::from_millis(*ms)).await;
-                }
-            }
-        }
+        retry::retrying_resolving(|resolving| {
+            self.finish_once(id, expected_attempt, finish, resolving)
+        })
+        .await
     }
 
     async fn run_get(&self, id: RunId) -> StoreResult<Option<Run>> {

@@ -184,12 +184,7 @@ async fn stopped<F: Future>(
         )
     };
     cx.ctx.warn(&message);
-    CallError {
-        message,
-        retryable: false,
-        data: Some(serde_json::json!({"stopped": true})),
-        cancelled: true,
-    }
+    CallError::stopped(message)
 }
 
 /// Opens a connection for one call (following one gateway redirect), and arms the watcher
@@ -433,22 +428,10 @@ fn failed(call: &ProcCall, e: tiberius::error::Error, summary: &watch::Summary) 
                 cancelled: false,
             }
         }
-        tiberius::error::Error::Io { .. } => CallError::new(
-            format!(
-                "calling {procedure} failed: {e}; the connection was lost during the call, so \
-                 whether the procedure ran is unknown (not retried automatically)",
-                e = e
-            ),
-            false,
-        ),
-        other => CallError::new(
-            format!(
-                "calling {procedure} failed: the driver could not read the answer ({other}), e.g. \
-                 a column type it cannot read such as sql_variant; how the procedure ended is \
-                 unknown (not retried automatically)"
-            ),
-            false,
-        ),
+        other => {
+            let lost = matches!(other, tiberius::error::Error::Io { .. });
+            CallError::outcome_unknown(&procedure, &other, lost)
+        }
     }
 }
 
