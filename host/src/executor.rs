@@ -107,6 +107,16 @@ pub struct RunRequest {
     pub fire_time: jiff::Timestamp,
     /// How long the plugin may run, from the moment it is called; `None` for no limit.
     pub timeout: Option<Duration>,
+    /// The earliest instant the plugin may be called; `None` (or a past instant) for at once.
+    ///
+    /// The scheduler claims a due instant's fires a little ahead
+    /// ([`SchedulerConfig::lookahead`](crate::scheduler::SchedulerConfig::lookahead)) and hands
+    /// each run over at once with its start instant: the slot, the thread and the log path are
+    /// ready before the fire time, and the thread's precise OS sleep ends at it, so a hundred
+    /// fires of one second start together instead of one after another (B4). The wait is not
+    /// part of the timeout, and a cancel or a shutdown during it ends the run without calling
+    /// the plugin.
+    pub not_before: Option<Instant>,
 }
 
 impl std::fmt::Debug for RunRequest {
@@ -121,6 +131,7 @@ impl std::fmt::Debug for RunRequest {
             .field("attempt", &self.attempt)
             .field("fire_time", &self.fire_time)
             .field("timeout", &self.timeout)
+            .field("not_before", &self.not_before)
             .finish_non_exhaustive()
     }
 }
@@ -210,45 +221,37 @@ impl Executor {
         let queued_at = Instant::now();
         let mut shutdown = shared.shutdown.subscribe();
 
-        let refused = |reason: CancelReason| {
-            let message = match reason {
-                CancelReason::Requested => {
-                    format!("cancelled on request before {} started", req.handler_type)
-                }
-                CancelReason::Shutdown => format!(
-                    "not started: the host is shutting down ({} was not called)",
-                    req.handler_type
-                ),
-            };
-            RunReport {
-                outcome: Outcome::Cancelled {
-                    reason,
-                    stopped: true,
-                    message,
-                },
-                started: None,
-                elapsed: Duration::ZERO,
-                queued: queued_at.elapsed(),
-                log_lines_dropped: 0,
-            }
+        let refused = |outcome: Outcome| RunReport {
+            outcome,
+            started: None,
+            elapsed: Duration::ZERO,
+            queued: queued_at.elapsed(),
+            log_lines_dropped: 0,
         };
 
         // Biased towards refusing: a run that is already cancelled must not start just because
         // a slot happened to be free.
         let _permit = tokio::select! {
             biased;
-            _ = shutdown_grace(&mut shutdown) => return refused(CancelReason::Shutdown),
-            () = cancel.cancelled() => return refused(CancelReason::Requested),
+            grace = shutdown_grace(&mut shutdown) => {
+                return refused(not_called(Stop::Shutdown(grace), &req));
+            }
+            () = cancel.cancelled() => return refused(not_called(Stop::Requested, &req)),
             permit = shared.permits.acquire() => match permit {
                 Ok(permit) => permit,
-                Err(_closed) => return refused(CancelReason::Shutdown),
+                Err(_closed) => return refused(not_called(Stop::Shutdown(shared.grace), &req)),
             },
         };
         let queued = queued_at.elapsed();
 
-        let state = Arc::new(CallState::new(sink, shared.limits));
-        let started = jiff::Timestamp::now();
-        let t0 = Instant::now();
+        // The call starts now, or at `not_before` when the run was handed over ahead.
+        let now = Instant::now();
+        let wait_until = req.not_before.filter(|at| *at > now);
+        let t0 = wait_until.unwrap_or(now);
+        let started = jiff::Timestamp::now()
+            .checked_add(t0 - now)
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let state = Arc::new(CallState::new(sink, shared.limits, wait_until.is_some()));
         let deadline = req.timeout.and_then(|t| t0.checked_add(t));
         let deadline_unix_ms = match req.timeout {
             Some(t) => started
@@ -258,7 +261,14 @@ impl Executor {
         };
 
         let (tx, mut rx) = oneshot::channel::<CallResult>();
-        if let Err(e) = spawn_call(&req, deadline_unix_ms, state.clone(), shared, tx) {
+        if let Err(e) = spawn_call(
+            &req,
+            wait_until,
+            deadline_unix_ms,
+            state.clone(),
+            shared,
+            tx,
+        ) {
             // Out of threads or memory: the host's problem, not the plugin's; worth a retry.
             let dropped = state.close_log();
             return RunReport {
@@ -289,6 +299,12 @@ impl Executor {
             grace = shutdown_grace(&mut shutdown) => Stop::Shutdown(grace),
         };
 
+        if state.try_refuse() {
+            // Stopped while its thread waited for the start instant: the plugin is never
+            // called; the cancel wakes the thread, which then returns to the pool.
+            state.cancel(stop.reason());
+            return in_flight.refused(refused(not_called(stop, &req)));
+        }
         state.cancel(stop.reason());
         let grace = match stop {
             Stop::Shutdown(grace) => grace,
@@ -422,9 +438,11 @@ async fn shutdown_grace(rx: &mut watch::Receiver<Option<Duration>>) -> Duration 
     }
 }
 
-/// Starts the call on a thread of its own (a reused one when one is idle: `pool`).
+/// Starts the call on a thread of its own (a reused one when one is idle: `pool`), which
+/// first waits for `wait_until` if given.
 fn spawn_call(
     req: &RunRequest,
+    wait_until: Option<Instant>,
     deadline_unix_ms: i64,
     state: Arc<CallState>,
     shared: &Shared,
@@ -441,6 +459,12 @@ fn spawn_call(
     let fire_time_unix_ms = req.fire_time.as_millisecond();
     let alive = shared.abandoned_alive.clone();
     shared.threads.execute(Box::new(move || {
+        if let Some(at) = wait_until
+            && !state.wait_to_start(at)
+        {
+            // The host stopped the run before its start and reported it; nobody waits.
+            return;
+        }
         let t0 = Instant::now();
         let info = CallInfo {
             job_id: &job_id,
@@ -522,6 +546,14 @@ impl<'a> InFlight<'a> {
         }
     }
 
+    /// Ends a call that was stopped before its thread started it (see
+    /// [`CallState::try_refuse`]): nothing was called, nothing is abandoned.
+    fn refused(mut self, report: RunReport) -> RunReport {
+        self.armed = false;
+        self.state.close_log();
+        report
+    }
+
     fn finish(
         mut self,
         outcome: Outcome,
@@ -547,12 +579,45 @@ impl Drop for InFlight<'_> {
         if self.armed {
             // Abandon before raising the flag: the host stops waiting now, whatever the
             // plugin does next; the other order would let a prompt plugin finish in between
-            // and go uncounted.
-            self.abandon();
+            // and go uncounted. A call still waiting for its start is refused instead: its
+            // plugin is never called, so there is no thread inside it to abandon.
+            if !self.state.try_refuse() {
+                self.abandon();
+            }
             self.state.cancel(StopReason::Requested);
             self.state.close_log();
         }
         self.shared.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The outcome of a run stopped before its plugin was called (while it waited for a slot or
+/// for its start instant).
+fn not_called(stop: Stop, req: &RunRequest) -> Outcome {
+    let handler = &req.handler_type;
+    match stop {
+        Stop::Requested => Outcome::Cancelled {
+            reason: CancelReason::Requested,
+            stopped: true,
+            message: format!("cancelled on request before {handler} started"),
+        },
+        Stop::Shutdown(_) => Outcome::Cancelled {
+            reason: CancelReason::Shutdown,
+            stopped: true,
+            message: format!("not started: the host is shutting down ({handler} was not called)"),
+        },
+        // Its thread did not get to run between the start instant and the deadline (an
+        // overloaded machine): a timeout, as for a plugin that took that long.
+        Stop::Timeout => {
+            let after = req.timeout.unwrap_or_default();
+            Outcome::TimedOut {
+                after,
+                stopped: true,
+                message: format!(
+                    "{handler} timed out after {after:?} before its thread could call it"
+                ),
+            }
+        }
     }
 }
 

@@ -242,3 +242,66 @@ async fn invalid_or_clashing_static_plugins_are_refused_with_the_reason() {
         "{err}"
     );
 }
+
+/// On the system clock, fires are claimed ahead ([`SchedulerConfig::lookahead`], here its
+/// largest value, 500 ms) and handed to the executor at once, yet every body starts at its
+/// fire time, never before: the executor's thread waits for it. A body that ignored the wait
+/// would start up to half a second early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+    use takt_core::run::NodeId;
+    use takt_core::schedule::{Interval, Rule, Schedule, Zone};
+    use takt_host::scheduler::{MAX_LOOKAHEAD, SchedulerConfig};
+
+    type Starts = Arc<Mutex<Vec<(Timestamp, Timestamp)>>>;
+    let starts: Starts = Arc::default();
+    let seen = starts.clone();
+    let plugin = static_plugin!(move || Plugin::new("punctual").handler(
+        "note",
+        "notes its fire time and when its body started",
+        move |ctx: &JobContext, (): ()| {
+            let now = Timestamp::try_from(SystemTime::now()).expect("a representable now");
+            seen.lock()
+                .unwrap()
+                .push((ctx.fire_time().try_into().unwrap(), now));
+            Ok(())
+        }
+    ))
+    .expect("a valid static plugin");
+
+    let mut config = SchedulerConfig::new(NodeId("punctual".into()));
+    config.lookahead = MAX_LOOKAHEAD;
+    let store = MemoryStore::default();
+    let host = HostBuilder::new(store.clone())
+        .static_plugin(plugin)
+        .scheduler_config(config)
+        .start()
+        .await
+        .expect("the host starts");
+    let mut job = JobDef::new("every-second", "punctual::note").unwrap();
+    job.schedule = Some(Schedule::new(
+        Rule::Interval(Interval::new(1, None).unwrap()),
+        Zone::utc(),
+    ));
+    host.add_job(job).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3_600)).await;
+    host.shutdown(Duration::from_secs(5)).await;
+
+    let starts = starts.lock().unwrap().clone();
+    assert!(starts.len() >= 2, "fires seen: {starts:?}");
+    for (fire, started) in &starts {
+        let early = fire.duration_since(*started);
+        // The clock readings of the loop and of the body may differ by microseconds.
+        assert!(
+            early <= jiff::SignedDuration::from_millis(1),
+            "the body of the fire at {fire} started {early:?} before it"
+        );
+        let late = started.duration_since(*fire);
+        assert!(
+            late < jiff::SignedDuration::from_millis(400),
+            "the body of the fire at {fire} started {late:?} after it"
+        );
+    }
+}

@@ -98,6 +98,7 @@ fn request(plugin: PluginRef, handler_type: &str, params: Value) -> RunRequest {
         attempt: 1,
         fire_time: "2024-03-10T02:30:00Z".parse().unwrap(),
         timeout: None,
+        not_before: None,
     }
 }
 
@@ -549,6 +550,140 @@ async fn dropping_the_run_future_cancels_and_abandons_the_call() {
             == 0)
         .await,
         "the plugin never saw the cancel flag"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handed over ahead of the start (`RunRequest::not_before`)
+
+/// A sink that notes when the plugin first reported anything (here: its progress).
+#[derive(Default)]
+struct FirstWord(Mutex<Option<Instant>>);
+
+impl RunSink for FirstWord {
+    fn log(&self, _: LogLevel, _: &str) {
+        self.note();
+    }
+    fn progress(&self, _: u64, _: u64, _: &str) {
+        self.note();
+    }
+}
+
+impl FirstWord {
+    fn note(&self) {
+        self.0.lock().unwrap().get_or_insert_with(Instant::now);
+    }
+    fn at(&self) -> Option<Instant> {
+        *self.0.lock().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_call_handed_over_ahead_starts_at_its_instant_and_its_timeout_counts_from_there() {
+    let exec = executor(1, 500);
+    let sink = Arc::new(FirstWord::default());
+    let at = Instant::now() + ms(400);
+    let req = RunRequest {
+        // Shorter than the wait: the wait must not count against it.
+        timeout: Some(ms(250)),
+        not_before: Some(at),
+        ..testing("chatty", json!({"lines": 1}))
+    };
+    let report = exec.run(req, sink.clone()).await;
+    assert!(
+        matches!(report.outcome, Outcome::Succeeded { .. }),
+        "{report:?}"
+    );
+    let called = sink.at().expect("the plugin reported its progress");
+    assert!(
+        called >= at,
+        "the plugin was called {:?} early",
+        at - called
+    );
+    assert!(report.elapsed < ms(250), "the wait was counted: {report:?}");
+    assert!(report.started.is_some());
+
+    // A start instant already passed: at once, as without one.
+    let sink = Arc::new(FirstWord::default());
+    let req = RunRequest {
+        not_before: Some(Instant::now()),
+        ..testing("chatty", json!({"lines": 1}))
+    };
+    let report = exec.run(req, sink.clone()).await;
+    assert!(
+        matches!(report.outcome, Outcome::Succeeded { .. }),
+        "{report:?}"
+    );
+    assert!(sink.at().is_some());
+}
+
+#[tokio::test]
+async fn a_cancel_or_shutdown_before_the_start_instant_never_calls_the_plugin() {
+    for shutdown in [false, true] {
+        let exec = executor(2, 2000);
+        let token = CancelToken::new();
+        let sink = Arc::new(FirstWord::default());
+        let req = RunRequest {
+            not_before: Some(Instant::now() + Duration::from_secs(30)),
+            ..testing("chatty", json!({"lines": 1}))
+        };
+        let run = tokio::spawn({
+            let (exec, token, sink) = (exec.clone(), token.clone(), sink.clone());
+            async move { exec.run_with_cancel(req, sink, token).await }
+        });
+        assert!(eventually(Duration::from_secs(5), || exec.running() == 1).await);
+        let t = Instant::now();
+        if shutdown {
+            exec.begin_shutdown(Duration::from_secs(1));
+        } else {
+            token.cancel();
+        }
+        let report = run.await.unwrap();
+        let took = t.elapsed();
+        let (reason, words) = if shutdown {
+            (CancelReason::Shutdown, "was not called")
+        } else {
+            (CancelReason::Requested, "before testing::chatty started")
+        };
+        match &report.outcome {
+            Outcome::Cancelled {
+                reason: r,
+                stopped: true,
+                message,
+            } => {
+                assert_eq!(*r, reason);
+                assert!(message.contains(words), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(report.started, None);
+        assert!(took < Duration::from_secs(2), "not prompt: {took:?}");
+        assert_eq!(exec.running(), 0);
+        assert_eq!(exec.abandoned_threads(), 0);
+        // The waiting thread was woken and went away without calling the plugin.
+        tokio::time::sleep(ms(200)).await;
+        assert_eq!(sink.at(), None, "the plugin was called");
+    }
+}
+
+#[tokio::test]
+async fn dropping_the_run_future_before_the_start_instant_never_calls_the_plugin() {
+    let exec = executor(1, 2000);
+    let sink = Arc::new(FirstWord::default());
+    let req = RunRequest {
+        not_before: Some(Instant::now() + ms(500)),
+        ..testing("chatty", json!({"lines": 1}))
+    };
+    let gave_up = tokio::time::timeout(ms(100), exec.run(req, sink.clone())).await;
+    assert!(gave_up.is_err());
+    assert_eq!(exec.running(), 0);
+    // Nothing was inside the plugin, so nothing is abandoned.
+    assert_eq!(exec.abandoned_threads(), 0);
+    tokio::time::sleep(ms(800)).await;
+    assert_eq!(
+        sink.at(),
+        None,
+        "the plugin was called after its run was dropped"
     );
 }
 

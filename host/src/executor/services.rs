@@ -61,6 +61,10 @@ pub(crate) enum StopReason {
 const RUNNING: u8 = 0;
 const FINISHED: u8 = 1;
 const ABANDONED: u8 = 2;
+/// Handed over ahead of its start instant; the thread waits (see [`CallState::wait_to_start`]).
+const WAITING: u8 = 3;
+/// Stopped by the host before its start instant: the plugin is never called.
+const REFUSED: u8 = 4;
 
 /// Shared between the call's thread (as the plugin's [`HostServices`]) and the waiting host.
 pub(crate) struct CallState {
@@ -70,7 +74,9 @@ pub(crate) struct CallState {
     stop: Mutex<Option<StopReason>>,
     wake: Condvar,
     /// RUNNING → FINISHED (the thread) or RUNNING → ABANDONED (the host); whoever moves first
-    /// decides whether the thread counts as abandoned.
+    /// decides whether the thread counts as abandoned. A call handed over ahead of its start
+    /// begins at WAITING: → RUNNING (the thread, at the start instant) or → REFUSED (the
+    /// host, stopped before it); whoever moves first decides whether the plugin is called.
     phase: AtomicU8,
     sink: Arc<dyn RunSink>,
     limits: LogLimits,
@@ -95,12 +101,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl CallState {
-    pub(crate) fn new(sink: Arc<dyn RunSink>, limits: LogLimits) -> CallState {
+    /// The state of a call; `waits` when its thread must wait for a start instant first.
+    pub(crate) fn new(sink: Arc<dyn RunSink>, limits: LogLimits, waits: bool) -> CallState {
         CallState {
             cancelled: AtomicBool::new(false),
             stop: Mutex::new(None),
             wake: Condvar::new(),
-            phase: AtomicU8::new(RUNNING),
+            phase: AtomicU8::new(if waits { WAITING } else { RUNNING }),
             sink,
             limits,
             book: Mutex::new(LogBook::default()),
@@ -116,6 +123,37 @@ impl CallState {
         }
         drop(stop);
         self.wake.notify_all();
+    }
+
+    /// Called by the call's thread of a call handed over ahead: sleeps until `at` (a precise
+    /// OS sleep, which a cancel interrupts), then claims the start. `false` when the host
+    /// refused the start meanwhile ([`try_refuse`](Self::try_refuse)): the plugin must not be
+    /// called, and nobody waits for an answer.
+    pub(crate) fn wait_to_start(&self, at: Instant) -> bool {
+        let mut stop = lock(&self.stop);
+        loop {
+            let now = Instant::now();
+            if stop.is_some() || now >= at {
+                break;
+            }
+            stop = self
+                .wake
+                .wait_timeout(stop, at - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        drop(stop);
+        self.phase
+            .compare_exchange(WAITING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Called by the host when it stops a call before the plugin was called; `true` if the
+    /// thread had not started it (it never will), `false` if the call is already running.
+    pub(crate) fn try_refuse(&self) -> bool {
+        self.phase
+            .compare_exchange(WAITING, REFUSED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Called by the call's thread when the plugin returned; `true` if the host had already
@@ -254,7 +292,7 @@ mod tests {
             max_bytes: 1000,
             max_line_bytes: 10,
         };
-        let state = CallState::new(sink.clone(), limits);
+        let state = CallState::new(sink.clone(), limits, false);
         for i in 0..10 {
             state.log(LogLevel::INFO, &format!("line {i}"));
         }
@@ -277,7 +315,7 @@ mod tests {
             max_bytes: 10,
             max_line_bytes: 100,
         };
-        let state = CallState::new(sink.clone(), limits);
+        let state = CallState::new(sink.clone(), limits, false);
         state.log(LogLevel::INFO, "123456");
         state.log(LogLevel::INFO, "123456"); // would exceed: dropped
         state.log(LogLevel::INFO, "1"); // would fit, but the log is full: dropped too
@@ -290,6 +328,7 @@ mod tests {
         let state = Arc::new(CallState::new(
             Arc::new(Lines::default()),
             LogLimits::default(),
+            false,
         ));
         assert!(!state.sleep(Duration::from_millis(1)));
         let sleeper = {
@@ -311,11 +350,46 @@ mod tests {
 
     #[test]
     fn finishing_and_abandoning_are_exclusive() {
-        let state = CallState::new(Arc::new(Lines::default()), LogLimits::default());
+        let state = CallState::new(Arc::new(Lines::default()), LogLimits::default(), false);
         assert!(state.try_abandon());
         assert!(state.mark_finished(), "the thread learns it was abandoned");
-        let state = CallState::new(Arc::new(Lines::default()), LogLimits::default());
+        let state = CallState::new(Arc::new(Lines::default()), LogLimits::default(), false);
         assert!(!state.mark_finished());
+        assert!(!state.try_abandon());
+    }
+
+    #[test]
+    fn a_waiting_call_starts_at_its_instant_unless_refused_first() {
+        // Not refused: the thread starts at the instant (not before), and a refusal after
+        // that is too late.
+        let state = CallState::new(Arc::new(Lines::default()), LogLimits::default(), true);
+        let at = Instant::now() + Duration::from_millis(30);
+        assert!(state.wait_to_start(at));
+        assert!(Instant::now() >= at);
+        assert!(!state.try_refuse(), "already running");
+        assert!(!state.mark_finished());
+
+        // Refused while the thread waits: the cancel wakes it at once and it must not start.
+        let state = Arc::new(CallState::new(
+            Arc::new(Lines::default()),
+            LogLimits::default(),
+            true,
+        ));
+        let waiter = {
+            let state = state.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let started = state.wait_to_start(Instant::now() + Duration::from_secs(30));
+                (started, t.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(state.try_refuse());
+        state.cancel(StopReason::Requested);
+        let (started, waited) = waiter.join().unwrap();
+        assert!(!started, "a refused call is never started");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        // Nor can it be abandoned: there is no thread inside the plugin to give up on.
         assert!(!state.try_abandon());
     }
 }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::watch;
@@ -17,6 +17,23 @@ pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Timestamp;
     /// Completes once [`now`](Clock::now) is at or after `at` (at once if it already is).
     fn sleep_until(&self, at: Timestamp) -> Sleep<'_>;
+
+    /// The monotonic [`Instant`] at which this clock will read `at`, for a clock that moves
+    /// with real time; `None` (the default) for one that does not, like [`TestClock`].
+    ///
+    /// A run claimed ahead of its fire time is handed to the executor at once with this
+    /// instant, and its thread sleeps until it (see `RunRequest::not_before`); without one the
+    /// run's task waits on [`sleep_until`](Clock::sleep_until) before the hand-over.
+    fn instant_of(&self, at: Timestamp) -> Option<Instant> {
+        let _ = at;
+        None
+    }
+}
+
+/// `at` on the monotonic clock, for a clock that reads `now` at this moment.
+fn instant_at(at: Timestamp, now: Timestamp) -> Option<Instant> {
+    let left = Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO);
+    Instant::now().checked_add(left)
 }
 
 /// The system clock (`Timestamp::now`) with tokio's timer for the long part of a wait and a
@@ -39,6 +56,10 @@ impl Clock for SystemClock {
 
     fn sleep_until(&self, at: Timestamp) -> Sleep<'_> {
         Box::pin(wait_until(at, Timestamp::now))
+    }
+
+    fn instant_of(&self, at: Timestamp) -> Option<Instant> {
+        instant_at(at, self.now())
     }
 }
 
@@ -122,6 +143,10 @@ impl Clock for OffsetClock {
 
     fn sleep_until(&self, at: Timestamp) -> Sleep<'_> {
         Box::pin(wait_until(at, || self.now()))
+    }
+
+    fn instant_of(&self, at: Timestamp) -> Option<Instant> {
+        instant_at(at, self.now())
     }
 }
 

@@ -120,9 +120,10 @@ pub struct SchedulerConfig {
     /// The most runs one claim takes (0 is read as 1).
     pub claim_batch: usize,
     /// How long before a fire is due the loop decides it (misfire and overlap) and claims
-    /// it; the claimed run then waits and starts at its fire time. The claim's transaction
-    /// is thus off the fire's critical path: on SQLite a second's 100 fires otherwise start
-    /// only as their claims commit (B4). The price: the overlap decision and a disable or
+    /// it; the claimed run is handed to the executor at once, and its thread, ready, starts
+    /// the plugin at the fire time. The claim's transaction and the hand-over are thus off
+    /// the fire's critical path: on SQLite a second's 100 fires otherwise start only as
+    /// their claims commit, one after another (B4). The price: the overlap decision and a disable or
     /// schedule change made within this window before a fire see the state of the
     /// window's start. Default 25 ms; at most [`MAX_LOOKAHEAD`]; zero claims at the instant.
     pub lookahead: Duration,
@@ -172,7 +173,9 @@ pub enum SchedulerError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SchedulerEvent {
-    /// This node claimed the run and starts executing it.
+    /// This node claimed the run and handed it to its executor. A run claimed ahead of its
+    /// fire time ([`SchedulerConfig::lookahead`]) is handed over up to that long before its
+    /// plugin is called at the fire time.
     Started {
         /// The run.
         run: RunId,
@@ -806,9 +809,6 @@ async fn claim<S: Store + Clone + 'static>(
 ) -> Result<bool, String> {
     let mut taken = 0;
     let mut chunk = FIRST_CLAIM;
-    // Runs claimed before their fire time (the lookahead): started together at the first
-    // one's fire time, after all chunks are claimed, so no claim delays them.
-    let mut early: Vec<ClaimedRun> = Vec::new();
     while taken < limit {
         let ask = chunk.min(limit - taken);
         let params = ClaimParams {
@@ -830,33 +830,16 @@ async fn claim<S: Store + Clone + 'static>(
         let due_again = claimed
             .iter()
             .any(|c| c.job.next_fire.is_some_and(|nf| nf <= now));
-        let real_now = shared.clock.now();
+        // A run claimed ahead of its fire time (the lookahead) is handed over at once and
+        // waits for its time in the executor (see `execute`), so no later claim delays it.
         for c in claimed {
-            if start_at(&c.run) > real_now {
-                early.push(c);
-            } else {
-                spawn_run(shared, runs, c);
-            }
-        }
-        // The claims took longer than the lookahead: what was held is due now.
-        if early.iter().any(|c| start_at(&c.run) <= real_now) {
-            for c in early.drain(..) {
-                spawn_run(shared, runs, c);
-            }
+            spawn_run(shared, runs, c);
         }
         taken += got;
         if got < ask || due_again || shared.stopping.load(Ordering::SeqCst) {
             break;
         }
         chunk = chunk.saturating_mul(2);
-    }
-    if let Some(first) = early.iter().map(|c| start_at(&c.run)).min() {
-        // One precise wait for the batch (it ends at most `lookahead` later); a run due
-        // later still than the first waits for its own time in its task.
-        shared.clock.sleep_until(first).await;
-        for c in early {
-            spawn_run(shared, runs, c);
-        }
     }
     Ok(taken > 0)
 }
@@ -1215,12 +1198,19 @@ async fn execute<S: Store + Clone + 'static>(
     cancel: CancelToken,
 ) -> Option<RunState> {
     let ClaimedRun { mut run, job } = claimed;
+    let builtin = crate::builtin::is_builtin(&job.handler_type);
     let start = start_at(&run);
+    // Claimed ahead (the lookahead): a plugin run is handed to the executor now, with its
+    // start instant, so that its thread is ready and wakes at the fire time; a built-in
+    // run, or one on a clock that does not move with real time, waits here.
+    let mut not_before = None;
     if start > shared.clock.now() {
-        // Claimed ahead with an earlier fire of its batch: its own time has not come yet.
-        shared.clock.sleep_until(start).await;
+        not_before = shared.clock.instant_of(start).filter(|_| !builtin);
+        if not_before.is_none() {
+            shared.clock.sleep_until(start).await;
+        }
     }
-    let (event, elapsed) = if crate::builtin::is_builtin(&job.handler_type) {
+    let (event, elapsed) = if builtin {
         let begun = std::time::Instant::now();
         let result = crate::builtin::run(
             &shared.store,
@@ -1258,6 +1248,7 @@ async fn execute<S: Store + Clone + 'static>(
                     attempt: run.attempt,
                     fire_time: run.fire_time,
                     timeout: job.timeout.or(resolved.handler.default_timeout),
+                    not_before,
                 };
                 let logs = LogForwarder::start(shared.store.clone(), id, shared.clock.clone());
                 let report = shared
