@@ -130,6 +130,24 @@ struct FinishReq {
 struct Db {
     conn: Connection,
     path: Arc<str>,
+    /// The checkpointing thread ([`checkpoint_in_background`]), if it runs.
+    checkpointer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Db {
+    /// Ends the checkpointing thread (and closes its connection) before `conn` closes, so
+    /// that `conn` is the file's last connection when it does: SQLite then checkpoints the
+    /// whole WAL and removes it, and a stopped host leaves a self-contained database file, as
+    /// without the thread (a copy of `takt.db` alone is a complete backup).
+    fn drop(&mut self) {
+        if let Some(thread) = self.checkpointer.take() {
+            // Dropping the hook drops the thread's sender: its wait ends.
+            let _ = self
+                .conn
+                .wal_hook(None::<fn(&mut rusqlite::hooks::Wal, i32) -> rusqlite::Result<()>>);
+            let _ = thread.join();
+        }
+    }
 }
 
 impl SqliteStore {
@@ -144,7 +162,8 @@ impl SqliteStore {
         let mut conn = connect(path, options)?;
         let shown: Arc<str> = path.display().to_string().into();
         migrate::apply(&mut conn, &shown, options.on_migration.as_ref())?;
-        Ok(SqliteStore::from_conn(conn, shown))
+        let checkpointer = checkpoint_in_background(&mut conn, path, options, &shown);
+        Ok(SqliteStore::from_conn(conn, shown, checkpointer))
     }
 
     /// A private in-memory database (for tests; clones share it, other opens do not).
@@ -154,16 +173,21 @@ impl SqliteStore {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
         migrate::apply(&mut conn, &shown, None)?;
-        Ok(SqliteStore::from_conn(conn, shown))
+        Ok(SqliteStore::from_conn(conn, shown, None))
     }
 
-    fn from_conn(conn: Connection, path: Arc<str>) -> SqliteStore {
+    fn from_conn(
+        conn: Connection,
+        path: Arc<str>,
+        checkpointer: Option<std::thread::JoinHandle<()>>,
+    ) -> SqliteStore {
         SqliteStore {
             inner: Arc::new(Shared {
                 path: path.clone(),
                 db: Mutex::new(Db {
                     conn,
                     path: path.clone(),
+                    checkpointer,
                 }),
                 finisher: OnceLock::new(),
             }),
@@ -186,7 +210,7 @@ impl SqliteStore {
     /// [`SqliteStore::open`], unless another process rolled the file back).
     pub fn migrate(&self) -> StoreResult<Vec<AppliedMigration>> {
         let mut db = self.lock()?;
-        let Db { conn, path } = &mut *db;
+        let Db { conn, path, .. } = &mut *db;
         migrate::apply(conn, path, None)
     }
 
@@ -257,6 +281,87 @@ fn finish_loop(shared: &Weak<Shared>, rx: &mpsc::Receiver<FinishReq>) {
             Err(e) => {
                 for req in batch {
                     let _ = req.reply.send(Err(same_error(&e)));
+                }
+            }
+        }
+    }
+}
+
+/// The WAL size, in pages, at which a commit asks the checkpointing thread to run (SQLite's
+/// own automatic checkpoint threshold).
+const CHECKPOINT_PAGES: i32 = 1000;
+
+/// Moves WAL checkpoints off the store's connection onto a thread of their own.
+///
+/// SQLite checkpoints automatically inside the commit that grows the WAL past 1 000 pages:
+/// that commit copies the WAL into the database file and syncs both, a few milliseconds
+/// (B4: one due run in ~50 took 5–7 ms instead of ~1 ms, always a claim or finish that
+/// happened to checkpoint; the fire's start waited for it). Here `conn` keeps no automatic
+/// checkpoint; its commits only signal the thread when the WAL has passed the threshold,
+/// and the thread runs a PASSIVE checkpoint on a second connection, which waits for
+/// nobody and holds up no writer. The WAL stays bounded as before.
+///
+/// If the second connection or the thread cannot be had, `conn` keeps SQLite's automatic
+/// checkpoints (slower fires, nothing lost). Returns the thread, which ends when the hook
+/// is removed or `conn` is closed (see `Db`'s `Drop`).
+fn checkpoint_in_background(
+    conn: &mut Connection,
+    path: &Path,
+    options: &SqliteOptions,
+    shown: &str,
+) -> Option<std::thread::JoinHandle<()>> {
+    let checkpointer = match connect(path, options) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("{e}; checkpoints stay in the commits of {shown}");
+            return None;
+        }
+    };
+    let (tx, rx) = mpsc::sync_channel::<()>(1);
+    let thread_path = shown.to_string();
+    let started = std::thread::Builder::new()
+        .name("takt-sqlite-checkpoint".into())
+        .spawn(move || checkpoint_loop(&checkpointer, &rx, &thread_path));
+    let thread = match started {
+        Ok(thread) => thread,
+        Err(e) => {
+            tracing::warn!(
+                "cannot start the sqlite checkpointing thread ({e}); checkpoints stay in the \
+                 commits of {shown}"
+            );
+            return None;
+        }
+    };
+    // Replaces SQLite's automatic checkpoint, which is itself a WAL hook. A full channel
+    // means a checkpoint is already asked for.
+    let hooked = conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: i32| {
+        if pages >= CHECKPOINT_PAGES {
+            let _ = tx.try_send(());
+        }
+        Ok(())
+    }));
+    if let Err(e) = hooked {
+        // The hook, and with it the thread's sender, is dropped: the thread ends on its own.
+        tracing::warn!("cannot hook the WAL of {shown} ({e}); checkpoints stay in its commits");
+        drop(thread);
+        return None;
+    }
+    Some(thread)
+}
+
+/// The checkpointing thread: a PASSIVE checkpoint each time a commit asks for one; ends when
+/// the store's connection (and with it the hook holding the sender) is closed.
+fn checkpoint_loop(conn: &Connection, asks: &mpsc::Receiver<()>, path: &str) {
+    let mut failing = false;
+    while asks.recv().is_ok() {
+        match conn.wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE) {
+            Ok(_) => failing = false,
+            // Another connection (another process) is checkpointing: it does the work.
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {}
+            Err(e) => {
+                // Once per streak: the next commit past the threshold asks again.
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!("checkpointing the WAL of {path} failed: {e}");
                 }
             }
         }
