@@ -100,8 +100,8 @@ async fn main() {
         }
         _ => {
             let path = temp_db("b3probe");
-            let store =
-                SqliteStore::open(&path, &SqliteOptions::default()).expect("the SQLite store opens");
+            let store = SqliteStore::open(&path, &SqliteOptions::default())
+                .expect("the SQLite store opens");
             probe(Probe::new(store), plugin, &counter, n).await;
             remove_db(&path);
             return;
