@@ -123,9 +123,10 @@ pub struct SchedulerConfig {
     /// it; the claimed run is handed to the executor at once, and its thread, ready, starts
     /// the plugin at the fire time. The claim's transaction and the hand-over are thus off
     /// the fire's critical path: on SQLite a second's 100 fires otherwise start only as
-    /// their claims commit, one after another (B4). The price: the overlap decision and a disable or
-    /// schedule change made within this window before a fire see the state of the
-    /// window's start. Default 25 ms; at most [`MAX_LOOKAHEAD`]; zero claims at the instant.
+    /// their claims commit, one after another (B4). The price: the overlap decision and a
+    /// disable or schedule change made within this window before a fire see the state of
+    /// the window's start. Default 25 ms; at most [`MAX_LOOKAHEAD`]; zero claims at the
+    /// instant.
     pub lookahead: Duration,
 }
 
@@ -1229,13 +1230,19 @@ async fn execute<S: Store + Clone + 'static>(
         (event, Some(begun.elapsed()))
     } else {
         match shared.plugins.resolve(&job.handler_type) {
-            Err(e) => (
-                RunEvent::Failed {
-                    error: e.to_string(),
-                    retryable: false,
-                },
-                None,
-            ),
+            Err(e) => {
+                if not_before.is_some() {
+                    // Recorded at its fire time, not before it: a run never ends early.
+                    shared.clock.sleep_until(start).await;
+                }
+                (
+                    RunEvent::Failed {
+                        error: e.to_string(),
+                        retryable: false,
+                    },
+                    None,
+                )
+            }
             Ok(resolved) => {
                 let req = RunRequest {
                     plugin: resolved.plugin.module(),

@@ -737,28 +737,6 @@ fn due(
     tags: &str,
 ) -> StoreResult<Vec<Due>> {
     let limit = i64::try_from(need.saturating_add(skip.len())).unwrap_or(i64::MAX);
-    let read = |sql: &str, retry: bool| -> StoreResult<Vec<Due>> {
-        let mut stmt = conn
-            .prepare_cached(sql)
-            .map_err(|e| sql_error(path, "finding due runs", e))?;
-        let rows = stmt
-            .query_map(params![now, limit, tags], |r| {
-                Ok(Due {
-                    priority: r.get(0)?,
-                    at: r.get(1)?,
-                    id: r.get(2)?,
-                    retry,
-                })
-            })
-            .map_err(|e| sql_error(path, "finding due runs", e))?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| sql_error(path, "finding due runs", e))?;
-        Ok(rows
-            .into_iter()
-            .filter(|d| retry || !skip.contains(&d.id))
-            .take(need)
-            .collect())
-    };
     let mut due: Vec<Due> = due_jobs(conn, path, now, limit, tags)?
         .into_iter()
         .filter(|(_, _, id)| !skip.contains(id))
@@ -770,17 +748,33 @@ fn due(
             retry: false,
         })
         .collect();
-    due.extend(read(
-        "SELECT j.priority, COALESCE(r.next_attempt_at, r.created_at) AS due_at, r.id \
-         FROM runs r JOIN jobs j ON j.id = r.job_id \
-         WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= ?1 \
-           AND j.enabled = 1 \
-           AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?3))) \
-           AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
-                (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
-         ORDER BY j.priority, due_at, r.id LIMIT ?2",
-        true,
-    )?);
+    // Pending runs (retries and queued fires) are few; their query needs no per-level walk.
+    let failed = |e| sql_error(path, "finding due runs", e);
+    let mut retries = conn
+        .prepare_cached(
+            "SELECT j.priority, COALESCE(r.next_attempt_at, r.created_at) AS due_at, r.id \
+             FROM runs r JOIN jobs j ON j.id = r.job_id \
+             WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= ?1 \
+               AND j.enabled = 1 \
+               AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?3))) \
+               AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
+                    (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
+             ORDER BY j.priority, due_at, r.id LIMIT ?2",
+        )
+        .map_err(failed)?;
+    let rows = retries
+        .query_map(params![now, limit, tags], |r| {
+            Ok(Due {
+                priority: r.get(0)?,
+                at: r.get(1)?,
+                id: r.get(2)?,
+                retry: true,
+            })
+        })
+        .map_err(failed)?;
+    for row in rows.take(need) {
+        due.push(row.map_err(failed)?);
+    }
     due.sort();
     due.truncate(need);
     Ok(due)
