@@ -300,7 +300,7 @@ async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
         );
         let late = started.duration_since(*fire);
         assert!(
-            late < jiff::SignedDuration::from_millis(400),
+            late < jiff::SignedDuration::from_secs(1),
             "the body of the fire at {fire} started {late:?} after it"
         );
     }
