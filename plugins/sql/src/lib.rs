@@ -340,6 +340,20 @@ impl CallError {
         }
     }
 
+    /// An error the server raised, with its details as `data`; a retryable one (a deadlock
+    /// victim, a serialization failure) says that its transaction was rolled back.
+    pub(crate) fn server(mut message: String, retryable: bool, data: Json) -> CallError {
+        if retryable {
+            message.push_str(
+                "; the transaction was rolled back, so the job's retry policy may run it again",
+            );
+        }
+        CallError {
+            data: Some(data),
+            ..CallError::new(message, retryable)
+        }
+    }
+
     /// A call the host stopped (timeout, cancel, shutdown); `message` says what happened on
     /// the server.
     pub(crate) fn stopped(message: String) -> CallError {

@@ -341,15 +341,10 @@ fn failed(procedure: &str, e: &tokio_postgres::Error, messages: &[String]) -> Ca
             if let Some(w) = db.where_() {
                 message.push_str(&format!("; where: {}", w.replace('\n', " / ")));
             }
-            if retryable {
-                message.push_str(
-                    "; the transaction was rolled back, so the job's retry policy may run it again",
-                );
-            }
-            CallError {
+            CallError::server(
                 message,
                 retryable,
-                data: Some(serde_json::json!({
+                serde_json::json!({
                     "procedure": procedure,
                     "sqlstate": db.code().code(),
                     "severity": db.severity(),
@@ -359,9 +354,8 @@ fn failed(procedure: &str, e: &tokio_postgres::Error, messages: &[String]) -> Ca
                     "where": db.where_(),
                     "routine": db.routine(),
                     "messages": messages,
-                })),
-                cancelled: false,
-            }
+                }),
+            )
         }
         None => CallError::outcome_unknown(procedure, e, e.is_closed()),
     }

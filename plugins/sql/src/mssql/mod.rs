@@ -399,22 +399,17 @@ fn failed(call: &ProcCall, e: tiberius::error::Error, summary: &watch::Summary) 
                 ("", line) => format!(" at line {line}"),
                 (p, line) => format!(" in {p} at line {line}"),
             };
-            let mut message = format!(
+            let message = format!(
                 "sql server error {} (state {}, severity {}){at}: {}",
                 t.code(),
                 t.state(),
                 t.class(),
                 t.message()
             );
-            if retryable {
-                message.push_str(
-                    "; the transaction was rolled back, so the job's retry policy may run it again",
-                );
-            }
-            CallError {
+            CallError::server(
                 message,
                 retryable,
-                data: Some(serde_json::json!({
+                serde_json::json!({
                     "procedure": procedure,
                     "number": t.code(),
                     "state": t.state(),
@@ -424,9 +419,8 @@ fn failed(call: &ProcCall, e: tiberius::error::Error, summary: &watch::Summary) 
                     "line": t.line(),
                     "server": t.server(),
                     "messages": summary.messages.iter().map(|m| m.text.clone()).collect::<Vec<_>>(),
-                })),
-                cancelled: false,
-            }
+                }),
+            )
         }
         other => {
             let lost = matches!(other, tiberius::error::Error::Io { .. });

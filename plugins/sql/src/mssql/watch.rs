@@ -408,58 +408,105 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Packet framing, the same in both directions.
+
+/// Cuts a byte stream, fed in chunks of any size, into TDS packet headers and payloads.
+#[derive(Default)]
+struct Framer {
+    header: [u8; HEADER_LEN],
+    /// Header bytes gathered so far (a header may arrive split across chunks).
+    have: usize,
+    /// Payload bytes of the current packet not seen yet.
+    left: usize,
+    /// The current packet ends its message.
+    eom: bool,
+}
+
+/// What [`Framer::next`] took from the stream.
+enum Framed<'a> {
+    /// A complete header: the caller checks it and accepts it with [`Framer::begin`].
+    Header([u8; HEADER_LEN]),
+    /// Payload bytes of the current packet.
+    Payload(&'a [u8]),
+    /// Part of a header; the chunk is used up.
+    Partial,
+}
+
+impl Framer {
+    fn at_boundary(&self) -> bool {
+        self.have == 0 && self.left == 0
+    }
+
+    /// Takes the next piece off the front of `data`.
+    fn next<'a>(&mut self, data: &mut &'a [u8]) -> Framed<'a> {
+        if self.left == 0 {
+            let n = (HEADER_LEN - self.have).min(data.len());
+            self.header[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            *data = &data[n..];
+            if self.have < HEADER_LEN {
+                return Framed::Partial;
+            }
+            self.have = 0;
+            Framed::Header(self.header)
+        } else {
+            let (payload, rest) = data.split_at(self.left.min(data.len()));
+            self.left -= payload.len();
+            *data = rest;
+            Framed::Payload(payload)
+        }
+    }
+
+    /// Accepts a checked header: `len` is the whole packet's length (at least the header's).
+    fn begin(&mut self, len: usize, status: u8) {
+        self.eom = status & STATUS_EOM != 0;
+        self.left = len - HEADER_LEN;
+    }
+
+    /// Whether the bytes so far completed a message's last packet; true once per message.
+    fn message_ended(&mut self) -> bool {
+        let ended = self.eom && self.at_boundary();
+        if ended {
+            self.eom = false;
+        }
+        ended
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Client→server: only packet boundaries and message ends matter.
 
 #[derive(Default)]
 struct Outbound {
-    header: [u8; HEADER_LEN],
-    have: usize,
-    /// Payload bytes of the current packet not written yet.
-    left: usize,
-    eom: bool,
+    framer: Framer,
     last_id: u8,
 }
 
 impl Outbound {
     fn at_boundary(&self) -> bool {
-        self.have == 0 && self.left == 0
+        self.framer.at_boundary()
     }
 
     /// Tracks written bytes; returns how many client messages they completed.
     fn feed(&mut self, mut data: &[u8]) -> Result<u32, String> {
         let mut messages = 0;
         while !data.is_empty() {
-            if self.left == 0 {
-                let n = (HEADER_LEN - self.have).min(data.len());
-                self.header[self.have..self.have + n].copy_from_slice(&data[..n]);
-                self.have += n;
-                data = &data[n..];
-                if self.have < HEADER_LEN {
-                    break;
-                }
-                self.have = 0;
-                let [kind, status, hi, lo, _, _, id, _] = self.header;
+            if let Framed::Header(header) = self.framer.next(&mut data) {
+                let [kind, status, hi, lo, _, _, id, _] = header;
                 let len = usize::from(u16::from_be_bytes([hi, lo]));
                 // SQL batch, RPC, attention, bulk load, transaction manager: what a client
                 // sends after login (MS-TDS 2.2.3.1.1).
                 let known = matches!(kind, 0x01 | 0x03 | 0x06 | 0x07 | 0x0E);
                 if !known || len < HEADER_LEN {
                     return Err(format!(
-                        "client bytes are not a tds packet (header {:02x?}); is the connection encrypted?",
-                        self.header
+                        "client bytes are not a tds packet (header {header:02x?}); is the connection encrypted?"
                     ));
                 }
                 self.last_id = id;
-                self.eom = status & STATUS_EOM != 0;
-                self.left = len - HEADER_LEN;
-            } else {
-                let n = self.left.min(data.len());
-                self.left -= n;
-                data = &data[n..];
+                self.framer.begin(len, status);
             }
-            if self.left == 0 && self.have == 0 && self.eom {
+            if self.framer.message_ended() {
                 messages += 1;
-                self.eom = false;
             }
         }
         Ok(messages)
@@ -471,10 +518,7 @@ impl Outbound {
 
 #[derive(Default)]
 struct Inbound {
-    header: [u8; HEADER_LEN],
-    have: usize,
-    left: usize,
-    eom: bool,
+    framer: Framer,
     in_message: bool,
     /// Whether the current message answers the current request (it began after the request
     /// was written); other messages are parsed, to stay in step, but not recorded.
@@ -491,50 +535,41 @@ impl Inbound {
         summary: &mut Summary,
     ) -> Result<(), String> {
         while !data.is_empty() {
-            if self.left == 0 {
-                let n = (HEADER_LEN - self.have).min(data.len());
-                self.header[self.have..self.have + n].copy_from_slice(&data[..n]);
-                self.have += n;
-                data = &data[n..];
-                if self.have < HEADER_LEN {
-                    break;
-                }
-                self.have = 0;
-                let [kind, status, hi, lo, ..] = self.header;
-                let len = usize::from(u16::from_be_bytes([hi, lo]));
-                // The status byte is not checked: servers set only EOM, and a strict check
-                // could only turn an unexpected bit into a lost scan.
-                if kind != PACKET_TABULAR_RESULT || len < HEADER_LEN {
-                    return Err(format!(
-                        "server bytes are not a tds packet (header {:02x?}); is the connection encrypted?",
-                        self.header
-                    ));
-                }
-                if !self.in_message {
-                    self.in_message = true;
-                    // Only the first message after the request is its response.
-                    self.recording = request_sent && !summary.response_complete;
-                    if request_sent && summary.response_complete {
-                        summary.late_messages = summary.late_messages.saturating_add(1);
+            match self.framer.next(&mut data) {
+                Framed::Header(header) => {
+                    let [kind, status, hi, lo, ..] = header;
+                    let len = usize::from(u16::from_be_bytes([hi, lo]));
+                    // The status byte is not checked: servers set only EOM, and a strict
+                    // check could only turn an unexpected bit into a lost scan.
+                    if kind != PACKET_TABULAR_RESULT || len < HEADER_LEN {
+                        return Err(format!(
+                            "server bytes are not a tds packet (header {header:02x?}); is the connection encrypted?"
+                        ));
                     }
-                    self.tokens = Tokens::default();
+                    if !self.in_message {
+                        self.in_message = true;
+                        // Only the first message after the request is its response.
+                        self.recording = request_sent && !summary.response_complete;
+                        if request_sent && summary.response_complete {
+                            summary.late_messages = summary.late_messages.saturating_add(1);
+                        }
+                        self.tokens = Tokens::default();
+                    }
+                    self.framer.begin(len, status);
                 }
-                self.eom = status & STATUS_EOM != 0;
-                self.left = len - HEADER_LEN;
-            } else {
-                let n = self.left.min(data.len());
-                let mut sink = Sink {
-                    summary: if self.recording {
-                        Some(&mut *summary)
-                    } else {
-                        None
-                    },
-                };
-                self.tokens.feed(&data[..n], &mut sink);
-                self.left -= n;
-                data = &data[n..];
+                Framed::Payload(payload) => {
+                    let mut sink = Sink {
+                        summary: if self.recording {
+                            Some(&mut *summary)
+                        } else {
+                            None
+                        },
+                    };
+                    self.tokens.feed(payload, &mut sink);
+                }
+                Framed::Partial => {}
             }
-            if self.left == 0 && self.have == 0 && self.eom {
+            if self.framer.message_ended() {
                 self.end_message(summary);
             }
         }
@@ -542,7 +577,6 @@ impl Inbound {
     }
 
     fn end_message(&mut self, summary: &mut Summary) {
-        self.eom = false;
         self.in_message = false;
         let mut sink = Sink {
             summary: if self.recording {
