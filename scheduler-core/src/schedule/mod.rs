@@ -503,7 +503,7 @@ impl Iterator for Occurrences<'_> {
 pub fn format_offset(seconds: i32) -> String {
     let sign = if seconds < 0 { '-' } else { '+' };
     let a = seconds.unsigned_abs();
-    if a % 60 != 0 {
+    if !a.is_multiple_of(60) {
         format!("{sign}{:02}:{:02}:{:02}", a / 3600, a / 60 % 60, a % 60)
     } else {
         format!("{sign}{:02}:{:02}", a / 3600, a / 60 % 60)
