@@ -20,14 +20,15 @@
 //! the conformance suite and the consistency check in the tests hold them to the rows.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 
 use super::backend::recovery_event;
 use super::engine::{
-    Conn, Dialect, DialectStore, Engine, FinishWrite, NextFireMove, PendingDue, Res, Session,
+    Checkout, Conn, Dialect, DialectStore, Engine, FinishWrite, NextFireMove, PendingDue, Res,
+    Session, Slot,
 };
 use super::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves};
 use crate::job::{JobDef, JobId, JobName, Priority};
@@ -61,75 +62,16 @@ impl Default for Engine<MemoryDialect> {
     }
 }
 
-/// The memory store's dialect: the data in one slot that a session checks out.
+/// The memory store's dialect: the data in one [`Slot`] that a session checks out.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryDialect {
-    slot: Arc<Slot>,
-}
-
-#[derive(Debug)]
-struct Slot {
-    /// The data, `None` while a session has it out.
-    data: Mutex<Option<Inner>>,
-    /// Signalled when a session gives the data back.
-    returned: Condvar,
-}
-
-impl Default for Slot {
-    fn default() -> Self {
-        Slot {
-            data: Mutex::new(Some(Inner::default())),
-            returned: Condvar::new(),
-        }
-    }
-}
-
-impl Slot {
-    /// Takes the data out, waiting (blocking the thread) while another session has it. A
-    /// session's primitives never wait on anything, so it gives the data back promptly.
-    fn check_out(self: &Arc<Slot>) -> MemorySession {
-        let mut data = self.data.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(inner) = data.take() {
-                return MemorySession {
-                    slot: self.clone(),
-                    inner: Some(inner),
-                };
-            }
-            data = self
-                .returned
-                .wait(data)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
+    slot: Arc<Slot<Inner>>,
 }
 
 /// The data checked out for one store call; given back when dropped (also on a panic).
 #[derive(Debug)]
 pub struct MemorySession {
-    slot: Arc<Slot>,
-    inner: Option<Inner>,
-}
-
-impl Drop for MemorySession {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
-            *self
-                .slot
-                .data
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(inner);
-            self.slot.returned.notify_one();
-        }
-    }
-}
-
-impl MemorySession {
-    fn inner(&mut self) -> &mut Inner {
-        self.inner
-            .as_mut()
-            .expect("a session holds the data until it is dropped")
-    }
+    data: Checkout<Inner>,
 }
 
 impl Dialect for MemoryDialect {
@@ -140,7 +82,9 @@ impl Dialect for MemoryDialect {
     }
 
     async fn session(&self, _what: &'static str) -> Res<MemorySession> {
-        Ok(self.slot.check_out())
+        Ok(MemorySession {
+            data: self.slot.check_out(),
+        })
     }
 
     async fn pause(&self, _what: &str, _error: &StoreError, _pause: Duration) {
@@ -153,13 +97,13 @@ impl Session for MemorySession {
 
     fn conn(&mut self) -> MemoryConn<'_> {
         MemoryConn {
-            inner: self.inner(),
+            inner: &mut self.data,
             tx: false,
         }
     }
 
     async fn begin(&mut self, _what: &'static str) -> Res<MemoryConn<'_>> {
-        let inner = self.inner();
+        let inner = &mut *self.data;
         inner.journal = Some(Journal {
             counters: (inner.last_job, inner.last_run, inner.last_seq),
             undo: Vec::new(),
@@ -972,7 +916,7 @@ mod tests {
     /// The whole suite, then every store it used is checked for index drift.
     #[test]
     fn conformance() {
-        let stores = Mutex::new(Vec::new());
+        let stores = std::sync::Mutex::new(Vec::new());
         let report = block_on(conformance::run_all(|| {
             let store = MemoryStore::new();
             stores.lock().unwrap().push(store.clone());
@@ -983,13 +927,7 @@ mod tests {
         let stores = stores.into_inner().unwrap();
         assert!(stores.len() >= 23);
         for store in stores {
-            store
-                .engine
-                .dialect()
-                .slot
-                .check_out()
-                .inner()
-                .assert_consistent();
+            store.engine.dialect().slot.check_out().assert_consistent();
         }
     }
 
@@ -1005,8 +943,10 @@ mod tests {
             conformance::t0(),
         ))
         .unwrap();
-        let mut s = store.engine.dialect().slot.check_out();
-        let before = format!("{:?}", s.inner().jobs);
+        let mut s = MemorySession {
+            data: store.engine.dialect().slot.check_out(),
+        };
+        let before = format!("{:?}", s.data.jobs);
         {
             let mut tx = block_on(s.begin("test")).unwrap();
             let mut other = JobDef::new("dropped", "a::b").unwrap();
@@ -1019,7 +959,7 @@ mod tests {
             block_on(tx.insert_runs(&[run], 0)).unwrap();
             // dropped here, uncommitted
         }
-        let inner = s.inner();
+        let inner = &*s.data;
         assert_eq!(format!("{:?}", inner.jobs), before);
         assert!(inner.runs.is_empty());
         assert_eq!((inner.last_job, inner.last_run), (1, 0));
@@ -1044,12 +984,6 @@ mod tests {
                 .collect::<Vec<_>>()
         });
         conformance::assert_each_fire_once(&claimed, 8, fires);
-        store
-            .engine
-            .dialect()
-            .slot
-            .check_out()
-            .inner()
-            .assert_consistent();
+        store.engine.dialect().slot.check_out().assert_consistent();
     }
 }

@@ -22,9 +22,11 @@
 mod claim;
 mod dialect;
 mod fail;
+mod slot;
 
 pub use dialect::{Conn, Dialect, FinishWrite, NextFireMove, PendingDue, Res, Session};
 pub use fail::{Fail, RETRY_PAUSES_MS, Retry, retrying, retrying_resolving};
+pub use slot::{Checkout, Slot};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -267,19 +269,19 @@ impl<D: Dialect> Engine<D> {
                         _ => f,
                     }
                 })?;
-                let mut s = d.session(what).await?;
-                let mut c = s.conn();
                 match written {
                     Some(run) => {
                         if write.retry {
                             // A retry is waiting: a node with free capacity may take it.
-                            c.notify_due_sooner().await?;
+                            let mut s = d.session(what).await?;
+                            s.conn().notify_due_sooner().await?;
                         }
                         Ok(run)
                     }
                     None => {
                         // Refused: say why, as the compare-and-set saw it.
-                        let run = c.run_get(id).await?.ok_or_else(|| run_missing(id))?;
+                        let mut s = d.session(what).await?;
+                        let run = s.conn().run_get(id).await?.ok_or_else(|| run_missing(id))?;
                         Err(unfinishable(&run, id, expected_attempt).into())
                     }
                 }
