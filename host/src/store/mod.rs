@@ -15,7 +15,6 @@ mod host_lock;
 pub mod migrate;
 pub mod mssql;
 pub mod postgres;
-mod retry;
 mod rows;
 pub mod sqlite;
 
