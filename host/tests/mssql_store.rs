@@ -351,7 +351,7 @@ fn bad_connection_strings_and_unreachable_servers_are_reported() {
             "Server=127.0.0.1,1;Database=mes;User Id=takt;Password=s3cret;\
              TrustServerCertificate=True",
         );
-        opts.connect_timeout = Duration::from_millis(300);
+        opts.pool.connect_timeout = Duration::from_millis(300);
         let err = MssqlStore::connect(&opts).await.expect_err("unreachable");
         assert_eq!(err.kind(), StoreErrorKind::Transient, "{err}");
         let msg = err.to_string();
@@ -387,7 +387,7 @@ fn a_refused_login_is_reported() {
             .collect::<Vec<_>>()
             .join(";");
         let mut opts = MssqlOptions::new(&bad);
-        opts.connect_timeout = Duration::from_secs(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
         match MssqlStore::connect(&opts).await {
             Err(e) => {
                 let msg = e.to_string();
@@ -438,7 +438,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
         let jobs = 10;
         let fires = seed_every_minute_jobs(&direct, jobs).await;
         let mut opts = MssqlOptions::new(&via).with_database(&db).with_pool_size(2);
-        opts.connect_timeout = Duration::from_secs(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
         let flaky = MssqlStore::connect(&opts)
             .await
             .expect("connect through the proxy");

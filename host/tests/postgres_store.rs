@@ -216,7 +216,7 @@ fn bad_connection_strings_and_unreachable_servers_are_reported() {
 
         // Nothing listens on port 1: refused at once, retried, then reported as transient.
         let mut opts = PgOptions::new("postgres://u@127.0.0.1:1/db");
-        opts.connect_timeout = Duration::from_millis(300);
+        opts.pool.connect_timeout = Duration::from_millis(300);
         let err = PgStore::connect(&opts).await.expect_err("unreachable");
         assert_eq!(err.kind(), StoreErrorKind::Transient, "{err}");
         assert!(
@@ -312,7 +312,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
         let jobs = 80;
         let fires = seed_every_minute_jobs(&direct, jobs).await;
         let mut opts = PgOptions::new(&via).with_schema(&schema).with_pool_size(2);
-        opts.connect_timeout = Duration::from_secs(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
         let flaky = PgStore::connect(&opts)
             .await
             .expect("connect through the proxy");

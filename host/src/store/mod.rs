@@ -19,7 +19,7 @@ mod rows;
 pub mod sqlite;
 
 pub use any::{AnyStore, Database, is_mssql_connection_string, is_postgres_url};
-pub use migrate::{AppliedMigration, Migration, MigrationEvent, MigrationObserver};
+pub use migrate::{AppliedMigration, Migration, MigrationEvent, MigrationObserver, PoolOptions};
 pub use mssql::{MSSQL_MIGRATIONS, MssqlOptions, MssqlStore, mssql_latest_version};
 pub use postgres::{PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
 pub use sqlite::migrate::migrate;

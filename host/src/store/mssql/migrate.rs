@@ -15,18 +15,17 @@ use crate::store::migrate::{
     AppliedMigration, Migration, MigrationEvent, MigrationObserver, newer_server_schema,
 };
 
+/// A file of `sql/mssql/`, compiled in.
+macro_rules! sql {
+    ($file:literal) => {
+        include_str!(concat!("../../../../sql/mssql/", $file))
+    };
+}
+
 /// Every SQL Server migration this binary knows, in order.
 pub const MSSQL_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sql: include_str!("../../../../sql/mssql/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "node_identity",
-        sql: include_str!("../../../../sql/mssql/0002_node_identity.sql"),
-    },
+    Migration::new(1, "init", sql!("0001_init.sql")),
+    Migration::new(2, "node_identity", sql!("0002_node_identity.sql")),
 ];
 
 /// The schema version this binary writes for SQL Server.

@@ -54,7 +54,7 @@ use takt_core::store::{Capabilities, StoreError, StoreResult};
 use tiberius::Config;
 
 use self::conn::{Cells, Params, Pool, Pooled};
-use super::migrate::{AppliedMigration, MigrationObserver};
+use super::migrate::{AppliedMigration, PoolOptions, server_pause};
 pub use migrate::{MSSQL_MIGRATIONS, mssql_latest_version};
 pub use session::{MssqlConn, MssqlSession};
 
@@ -67,17 +67,8 @@ pub struct MssqlOptions {
     pub connection_string: String,
     /// Use this database instead of the string's `Database=` (tests use a fresh one each).
     pub database: Option<String>,
-    /// The most connections the pool opens. Default 8.
-    pub pool_size: usize,
-    /// How long opening a connection, or waiting for a free one, may take before the call fails
-    /// as transient. Default 5 s.
-    pub connect_timeout: Duration,
-    /// Told what the migrations applied at connect are doing (none by default).
-    pub on_migration: Option<MigrationObserver>,
-    /// Apply the migrations the database lacks (the default: a host and `takt db migrate`).
-    /// `false` connects only to an existing takt database at this binary's version and
-    /// refuses anything else, changing nothing: what read-only commands use.
-    pub migrate: bool,
+    /// The pool, its timeouts, and whether connecting migrates.
+    pub pool: PoolOptions,
 }
 
 impl MssqlOptions {
@@ -86,10 +77,7 @@ impl MssqlOptions {
         MssqlOptions {
             connection_string: connection_string.into(),
             database: None,
-            pool_size: 8,
-            connect_timeout: Duration::from_secs(5),
-            on_migration: None,
-            migrate: true,
+            pool: PoolOptions::default(),
         }
     }
 
@@ -101,21 +89,13 @@ impl MssqlOptions {
 
     /// The same options with another pool size (at least 1).
     pub fn with_pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
-        self
-    }
-
-    /// The same options reporting migration progress to `observer`.
-    pub fn with_migration_observer(mut self, observer: MigrationObserver) -> Self {
-        self.on_migration = Some(observer);
+        self.pool.pool_size = size.max(1);
         self
     }
 }
 
-/// A [`Store`] on a SQL Server database; cheap to clone (clones share one pool). Two
-/// [`MssqlStore::connect`] calls are two pools, like two nodes.
 /// A [`Store`](takt_core::store::Store) on a SQL Server database; cheap to clone (clones share
-/// the pool).
+/// one pool). Two [`MssqlStore::connect`] calls are two pools, like two nodes.
 #[derive(Clone, Debug)]
 pub struct MssqlStore {
     engine: Engine<MssqlDialect>,
@@ -168,8 +148,7 @@ impl Dialect for MssqlDialect {
     }
 
     async fn pause(&self, what: &str, error: &StoreError, pause: Duration) {
-        tracing::debug!("{what}: {error}; retrying in {} ms", pause.as_millis());
-        tokio::time::sleep(pause).await;
+        server_pause(what, error, pause).await;
     }
 }
 
@@ -259,7 +238,7 @@ impl MssqlStore {
             config.clone(),
             shown.clone(),
             1,
-            options.connect_timeout,
+            options.pool.connect_timeout,
             Vec::new(),
             false,
         );
@@ -279,8 +258,8 @@ impl MssqlStore {
         let pool = Pool::new(
             config,
             shown.clone(),
-            options.pool_size,
-            options.connect_timeout,
+            options.pool.pool_size,
+            options.pool.connect_timeout,
             setup,
             emulator,
         );
@@ -291,7 +270,7 @@ impl MssqlStore {
         };
         retrying(&store, "migrating", || async {
             let mut c = store.client("migrating").await?;
-            if !options.migrate {
+            if !options.pool.migrate {
                 let current = migrate::current_version(&mut c, &store.shown).await?;
                 super::migrate::require_current(
                     &store.shown,
@@ -305,7 +284,7 @@ impl MssqlStore {
                 &mut c,
                 &store.shown,
                 store.emulator,
-                options.on_migration.as_ref(),
+                options.pool.on_migration.as_ref(),
             )
             .await
         })

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
-use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
@@ -25,7 +24,7 @@ use super::rows::{
     get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, update_run_if,
 };
 use crate::store::rows::{
-    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, corrupt, to_i64,
+    DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, corrupt, to_i64,
 };
 
 /// The most log lines one `INSERT … VALUES` carries (SQL Server allows 2 100 parameters).
@@ -79,10 +78,6 @@ impl Session for MssqlSession {
 
 fn top(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn unsigned(v: i64) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 impl MssqlConn<'_> {
@@ -355,28 +350,18 @@ impl Conn for MssqlConn<'_> {
                 shown,
                 what: "a due job",
             };
-            let id = cells.int_req(0)?;
-            let row = format!("job {id}");
-            let bad =
-                |column: &str, detail: &dyn std::fmt::Display| corrupt(shown, &row, column, detail);
-            let name = cells.text_req(1)?;
-            let next_fire = cells.instant_req(2)?;
-            let misfire = cells.text_req(3)?;
-            let overlap = cells.text_req(4)?;
-            out.push(DueJob {
-                id: JobId(id),
-                name: JobName::new(&name).map_err(|e| bad("name", &e))?,
-                next_fire: Timestamp::from_millisecond(next_fire)
-                    .map_err(|e| bad("next_fire", &e))?,
-                misfire: misfire
-                    .parse::<MisfirePolicy>()
-                    .map_err(|e| bad("misfire", &e))?,
-                overlap: overlap
-                    .parse::<OverlapPolicy>()
-                    .map_err(|e| bad("overlap", &e))?,
-                running: unsigned(cells.int_req(5)?),
-                pending: unsigned(cells.int_req(6)?),
-            });
+            out.push(
+                DueRow {
+                    id: cells.int_req(0)?,
+                    name: cells.text_req(1)?,
+                    next_fire: cells.instant_req(2)?,
+                    misfire: cells.text_req(3)?,
+                    overlap: cells.text_req(4)?,
+                    running: cells.int_req(5)?,
+                    pending: cells.int_req(6)?,
+                }
+                .into_due(shown)?,
+            );
         }
         Ok(out)
     }

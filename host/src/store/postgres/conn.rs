@@ -14,7 +14,6 @@ use deadpool_postgres::{GenericClient, Object, Transaction};
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
-use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
@@ -28,7 +27,7 @@ use super::rows::{
     CLAIM_JOBS, FINISH, NODE_SELECT, RunBatch, get_job, get_run, job_of, job_params, ms_of,
     node_of, node_row, read_err, refs, run_of, ts, update_run_if,
 };
-use crate::store::rows::{JOB_COLUMNS, JobRow, NodeRow, RUN_COLUMNS, corrupt, to_i64};
+use crate::store::rows::{DueRow, JOB_COLUMNS, JobRow, NodeRow, RUN_COLUMNS, corrupt, to_i64};
 
 /// How long finding out whether a claim committed waits for the claim's transaction to end.
 const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(10);
@@ -235,10 +234,6 @@ async fn set_next_fire_if(
     Ok(n == 1)
 }
 
-fn unsigned(v: i64) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
-}
-
 async fn due_jobs(
     c: &impl GenericClient,
     shown: &str,
@@ -265,27 +260,19 @@ async fn due_jobs(
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         let read = read_err(shown, "a due job");
-        let id: i64 = r.try_get(0).map_err(&read)?;
-        let row = format!("job {id}");
-        let bad =
-            |column: &str, detail: &dyn std::fmt::Display| corrupt(shown, &row, column, detail);
-        let name: String = r.try_get(1).map_err(&read)?;
         let next_fire: SystemTime = r.try_get(2).map_err(&read)?;
-        let misfire: String = r.try_get(3).map_err(&read)?;
-        let overlap: String = r.try_get(4).map_err(&read)?;
-        out.push(DueJob {
-            id: JobId(id),
-            name: JobName::new(&name).map_err(|e| bad("name", &e))?,
-            next_fire: Timestamp::try_from(next_fire).map_err(|e| bad("next_fire", &e))?,
-            misfire: misfire
-                .parse::<MisfirePolicy>()
-                .map_err(|e| bad("misfire", &e))?,
-            overlap: overlap
-                .parse::<OverlapPolicy>()
-                .map_err(|e| bad("overlap", &e))?,
-            running: unsigned(r.try_get(5).map_err(&read)?),
-            pending: unsigned(r.try_get(6).map_err(&read)?),
-        });
+        out.push(
+            DueRow {
+                id: r.try_get(0).map_err(&read)?,
+                name: r.try_get(1).map_err(&read)?,
+                next_fire: ms_of(next_fire),
+                misfire: r.try_get(3).map_err(&read)?,
+                overlap: r.try_get(4).map_err(&read)?,
+                running: r.try_get(5).map_err(&read)?,
+                pending: r.try_get(6).map_err(&read)?,
+            }
+            .into_due(shown)?,
+        );
     }
     Ok(out)
 }

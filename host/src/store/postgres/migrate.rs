@@ -18,18 +18,17 @@ use crate::store::migrate::{
     newer_server_schema,
 };
 
+/// A file of `sql/postgres/`, compiled in.
+macro_rules! sql {
+    ($file:literal) => {
+        include_str!(concat!("../../../../sql/postgres/", $file))
+    };
+}
+
 /// Every PostgreSQL migration this binary knows, in order.
 pub const PG_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sql: include_str!("../../../../sql/postgres/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "node_identity",
-        sql: include_str!("../../../../sql/postgres/0002_node_identity.sql"),
-    },
+    Migration::new(1, "init", sql!("0001_init.sql")),
+    Migration::new(2, "node_identity", sql!("0002_node_identity.sql")),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

@@ -43,7 +43,7 @@ pub use conn::{PgConn, PgSession};
 use error::{pg, pool_error};
 pub use migrate::{PG_MIGRATIONS, pg_latest_version};
 
-use super::migrate::{AppliedMigration, MigrationObserver};
+use super::migrate::{AppliedMigration, PoolOptions, server_pause};
 
 /// How a [`PgStore`] connects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,19 +55,8 @@ pub struct PgOptions {
     /// The schema holding takt's tables (created if missing); `None`: the server's default
     /// `search_path` (normally `public`).
     pub schema: Option<String>,
-    /// The most connections the pool opens. Default 8: the loop uses one at a time, finishing
-    /// runs and log forwarders the rest.
-    pub pool_size: usize,
-    /// How long opening a connection, or waiting for a free one, may take before the call fails
-    /// as transient. Default 5 s.
-    pub connect_timeout: Duration,
-    /// Told what the migrations applied at connect are doing (none by default).
-    pub on_migration: Option<MigrationObserver>,
-    /// Create the schema and apply the migrations it lacks (the default: a host and `takt db
-    /// migrate`). `false` connects only to an existing takt schema at this binary's version
-    /// and refuses anything else, creating and changing nothing: what read-only commands use
-    /// (a `takt job list` must never create tables in a shared database's `public` schema).
-    pub migrate: bool,
+    /// The pool, its timeouts, and whether connecting migrates.
+    pub pool: PoolOptions,
 }
 
 impl PgOptions {
@@ -76,10 +65,7 @@ impl PgOptions {
         PgOptions {
             url: url.into(),
             schema: None,
-            pool_size: 8,
-            connect_timeout: Duration::from_secs(5),
-            on_migration: None,
-            migrate: true,
+            pool: PoolOptions::default(),
         }
     }
 
@@ -91,21 +77,13 @@ impl PgOptions {
 
     /// The same options with another pool size (at least 1).
     pub fn with_pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
-        self
-    }
-
-    /// The same options reporting migration progress to `observer`.
-    pub fn with_migration_observer(mut self, observer: MigrationObserver) -> Self {
-        self.on_migration = Some(observer);
+        self.pool.pool_size = size.max(1);
         self
     }
 }
 
-/// A [`Store`] on a PostgreSQL database; cheap to clone (clones share one pool). Two
-/// [`PgStore::connect`] calls are two pools, like two nodes.
 /// A [`Store`](takt_core::store::Store) on a PostgreSQL database; cheap to clone (clones share
-/// the pool).
+/// one pool). Two [`PgStore::connect`] calls are two pools, like two nodes.
 #[derive(Clone, Debug)]
 pub struct PgStore {
     engine: Engine<PgDialect>,
@@ -155,8 +133,7 @@ impl Dialect for PgDialect {
     }
 
     async fn pause(&self, what: &str, error: &StoreError, pause: Duration) {
-        tracing::debug!("{what}: {error}; retrying in {} ms", pause.as_millis());
-        tokio::time::sleep(pause).await;
+        server_pause(what, error, pause).await;
     }
 }
 
@@ -185,7 +162,7 @@ impl PgStore {
             check_identifier(schema)?;
             config.options(format!("-c search_path={schema}"));
         }
-        config.connect_timeout(options.connect_timeout);
+        config.connect_timeout(options.pool.connect_timeout);
         if config.get_application_name().is_none() {
             config.application_name("takt");
         }
@@ -202,11 +179,11 @@ impl PgStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
+            .max_size(options.pool.pool_size.max(1))
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(options.connect_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.connect_timeout))
+            .wait_timeout(Some(options.pool.connect_timeout))
+            .create_timeout(Some(options.pool.connect_timeout))
+            .recycle_timeout(Some(options.pool.connect_timeout))
             .build()
             .map_err(|e| StoreError::other(format!("cannot build a pool for {shown}: {e}")))?;
         let store = PgDialect {
@@ -218,7 +195,7 @@ impl PgStore {
         };
         retrying(&store, "connecting", || async {
             let mut client = store.client("connecting").await?;
-            if !options.migrate {
+            if !options.pool.migrate {
                 let current =
                     migrate::current_version(&**client, &store.shown, store.schema.as_deref())
                         .await?;
@@ -245,7 +222,7 @@ impl PgStore {
                 &mut client,
                 &store.shown,
                 store.schema.as_deref(),
-                options.on_migration.as_ref(),
+                options.pool.on_migration.as_ref(),
             )
             .await
         })

@@ -19,23 +19,18 @@ use crate::store::migrate::{
     AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY,
 };
 
+/// A file of `sql/sqlite/`, compiled in.
+macro_rules! sql {
+    ($file:literal) => {
+        include_str!(concat!("../../../../sql/sqlite/", $file))
+    };
+}
+
 /// Every migration this binary knows, in order.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sql: include_str!("../../../../sql/sqlite/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "claim_indexes",
-        sql: include_str!("../../../../sql/sqlite/0002_claim_indexes.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "node_identity",
-        sql: include_str!("../../../../sql/sqlite/0003_node_identity.sql"),
-    },
+    Migration::new(1, "init", sql!("0001_init.sql")),
+    Migration::new(2, "claim_indexes", sql!("0002_claim_indexes.sql")),
+    Migration::new(3, "node_identity", sql!("0003_node_identity.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).
