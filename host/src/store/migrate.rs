@@ -87,12 +87,7 @@ impl Eq for MigrationObserver {}
 /// For a command that must not change the schema (everything but `takt init`, `takt db
 /// migrate` and `takt run`): refuses a database whose schema is not this binary's, saying how
 /// to bring it there. `current` 0 means no takt tables at all.
-pub(crate) fn require_current(
-    shown: &str,
-    current: u32,
-    latest: u32,
-    newer: fn(&str, u32, u32) -> StoreError,
-) -> StoreResult<()> {
+pub(crate) fn require_current(shown: &str, current: u32, latest: u32) -> StoreResult<()> {
     match current {
         0 => Err(no_database(shown)),
         v if v < latest => Err(StoreError::invalid(format!(
@@ -100,7 +95,7 @@ pub(crate) fn require_current(
              {latest}; run `takt db migrate` on it (or start `takt run`, which migrates); this \
              command changed nothing"
         ))),
-        v if v > latest => Err(newer(shown, v, latest)),
+        v if v > latest => Err(newer_schema(shown, v, latest)),
         _ => Ok(()),
     }
 }
@@ -113,12 +108,14 @@ pub(crate) fn no_database(shown: &str) -> StoreError {
     ))
 }
 
-/// The refusal of a server database (PostgreSQL, SQL Server) migrated by a newer takt.
-pub(crate) fn newer_server_schema(shown: &str, version: u32, latest: u32) -> StoreError {
+/// The refusal of a database migrated by a newer takt, the same words for every backend: a
+/// binary must never write to a schema it does not know, and the operator must learn both ways
+/// out (a newer binary, or the backup taken before the upgrade).
+pub(crate) fn newer_schema(shown: &str, found: u32, latest: u32) -> StoreError {
     StoreError::other(format!(
-        "the database {shown} has schema version {version}, newer than this takt knows \
-         ({latest}); run a takt at least as new as the one that migrated it (takt left it \
-         untouched)"
+        "the database {shown} has schema version {found}, but this takt knows versions 1 to \
+         {latest} only (the database was migrated by a newer takt); run that takt version or a \
+         newer one, or restore a backup taken before the upgrade; takt left it untouched"
     ))
 }
 

@@ -8,9 +8,11 @@
 //!   migrations of `sql/mssql/`. For several nodes on the database the seeds already use.
 //!
 //! The in-memory reference store lives in the core ([`takt_core::store::memory`]); every
-//! backend here passes the core's conformance suite ([`takt_core::store::conformance`]).
+//! backend here passes the core's conformance suite ([`takt_core::store::conformance`]) and
+//! the migration checks of [`mod@conformance`].
 
 pub mod any;
+pub mod conformance;
 mod host_lock;
 pub mod migrate;
 pub mod mssql;

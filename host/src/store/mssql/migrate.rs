@@ -12,7 +12,7 @@ use takt_core::store::StoreError;
 
 use super::conn::{Cells, Fail, Params, Pooled};
 use crate::store::migrate::{
-    AppliedMigration, Migration, MigrationEvent, MigrationObserver, newer_server_schema,
+    AppliedMigration, Migration, MigrationEvent, MigrationObserver, newer_schema,
 };
 
 /// A file of `sql/mssql/`, compiled in.
@@ -108,7 +108,7 @@ pub(super) async fn apply(
 ) -> Result<Vec<AppliedMigration>, Fail> {
     let current = current_version(c, shown).await?;
     if current > mssql_latest_version() {
-        return Err(newer_server_schema(shown, current, mssql_latest_version()).into());
+        return Err(newer_schema(shown, current, mssql_latest_version()).into());
     }
     let mut applied = Vec::new();
     for m in MSSQL_MIGRATIONS.iter().filter(|m| m.version > current) {

@@ -272,12 +272,7 @@ impl MssqlStore {
             let mut c = store.client("migrating").await?;
             if !options.pool.migrate {
                 let current = migrate::current_version(&mut c, &store.shown).await?;
-                super::migrate::require_current(
-                    &store.shown,
-                    current,
-                    mssql_latest_version(),
-                    super::migrate::newer_server_schema,
-                )?;
+                super::migrate::require_current(&store.shown, current, mssql_latest_version())?;
                 return Ok(Vec::new());
             }
             migrate::apply(

@@ -14,8 +14,7 @@ use tokio_postgres::Client;
 
 use super::{Fail, pg};
 use crate::store::migrate::{
-    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY,
-    newer_server_schema,
+    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY, newer_schema,
 };
 
 /// A file of `sql/postgres/`, compiled in.
@@ -81,7 +80,7 @@ pub(super) async fn apply(
 ) -> Result<Vec<AppliedMigration>, Fail> {
     let current = current_version(client, shown, schema).await?;
     if current > pg_latest_version() {
-        return Err(newer_server_schema(shown, current, pg_latest_version()).into());
+        return Err(newer_schema(shown, current, pg_latest_version()).into());
     }
     let mut applied = Vec::new();
     for m in PG_MIGRATIONS.iter().filter(|m| m.version > current) {

@@ -157,7 +157,11 @@ impl PgStore {
                  postgres://user:password@host:5432/database or host=… user=… dbname=…"
             ))
         })?;
-        let shown: Arc<str> = describe(&config).into();
+        let shown: Arc<str> = match &options.schema {
+            // The schema is part of where: two takt setups may share one database.
+            Some(schema) => format!("{} (schema {schema})", describe(&config)).into(),
+            None => describe(&config).into(),
+        };
         if let Some(schema) = &options.schema {
             check_identifier(schema)?;
             config.options(format!("-c search_path={schema}"));
@@ -199,12 +203,7 @@ impl PgStore {
                 let current =
                     migrate::current_version(&**client, &store.shown, store.schema.as_deref())
                         .await?;
-                super::migrate::require_current(
-                    &store.shown,
-                    current,
-                    pg_latest_version(),
-                    super::migrate::newer_server_schema,
-                )?;
+                super::migrate::require_current(&store.shown, current, pg_latest_version())?;
                 return Ok(Vec::new());
             }
             if let Some(schema) = &options.schema {

@@ -16,7 +16,7 @@ use takt_core::store::{StoreError, StoreResult};
 use super::SqliteOptions;
 use super::connect::{connect, sql_error};
 use crate::store::migrate::{
-    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY,
+    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY, newer_schema,
 };
 
 /// A file of `sql/sqlite/`, compiled in.
@@ -187,15 +187,6 @@ fn apply_all(
         });
     }
     Ok(applied)
-}
-
-pub(crate) fn newer_schema(path: &str, found: u32, latest: u32) -> StoreError {
-    StoreError::other(format!(
-        "the database {path} has schema version {found}, but this takt knows versions 1 to \
-         {latest} only (the database was migrated by a newer takt); run that takt version or a \
-         newer one, or restore a backup taken before the upgrade; takt left the database \
-         untouched"
-    ))
 }
 
 #[cfg(test)]
