@@ -80,10 +80,10 @@ pub(super) fn run(cmd: DbCmd) -> Result<()> {
             let database = db.database();
             let applied = block_on(migrate(&database))??;
             if applied.0.is_empty() {
-                println!("{database}: up to date (version {})", applied.1);
+                outln!("{database}: up to date (version {})", applied.1)?;
             }
             for m in applied.0 {
-                println!("{database}: applied migration {:04} {}", m.version, m.name);
+                outln!("{database}: applied migration {:04} {}", m.version, m.name)?;
             }
             Ok(())
         }
@@ -126,19 +126,19 @@ pub(super) fn progress_observer() -> MigrationObserver {
     MigrationObserver::new(move |event| match event {
         MigrationEvent::Started(m) => {
             next_line.store(5, Ordering::Relaxed);
-            eprintln!("applying migration {:04}_{} …", m.version, m.name);
+            errln!("applying migration {:04}_{} …", m.version, m.name);
         }
         MigrationEvent::Working(m, elapsed) => {
             if tty {
-                eprint!(
+                super::out::write_err(format_args!(
                     "\r  migration {:04}_{} running for {:.1} s",
                     m.version,
                     m.name,
                     elapsed.as_secs_f64()
-                );
+                ));
             } else if elapsed.as_secs() >= next_line.load(Ordering::Relaxed) {
                 next_line.store(elapsed.as_secs() + 5, Ordering::Relaxed);
-                eprintln!(
+                errln!(
                     "  migration {:04}_{} still running after {} s",
                     m.version,
                     m.name,
@@ -148,9 +148,9 @@ pub(super) fn progress_observer() -> MigrationObserver {
         }
         MigrationEvent::Finished(m, elapsed) => {
             if tty {
-                eprint!("\r\x1b[K");
+                super::out::write_err(format_args!("\r\x1b[K"));
             }
-            eprintln!(
+            errln!(
                 "applied migration {:04}_{} in {:.1} s",
                 m.version,
                 m.name,

@@ -39,11 +39,11 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
     let config = Config::parse(&text, &file, |_| None)
         .map_err(|e| anyhow::anyhow!("internal error: the generated config is invalid: {e}"))?;
     std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
-    println!("wrote {}", file.display());
-    println!(
+    outln!("wrote {}", file.display())?;
+    outln!(
         "created {} (files the clean-expired-tokens job looks at)",
         tokens.display()
-    );
+    )?;
     let version = super::db::block_on(async {
         let store = config
             .database
@@ -51,24 +51,24 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
             .await?;
         store.schema_version().await
     })??;
-    println!(
+    outln!(
         "created the database {} (schema version {version})",
         config.database
-    );
+    )?;
     if !has_examples(&plugin_dir) {
-        println!(
+        outln!(
             "note: the examples plugin is not in {} yet; build it with `cargo build`",
             plugin_dir.display()
-        );
+        )?;
     }
     let here = std::env::current_dir().ok();
     if here.as_deref() == Some(dir.as_path()) {
-        println!("next: takt run        (Ctrl-C stops; `takt run --for 30s` stops by itself)");
+        outln!("next: takt run        (Ctrl-C stops; `takt run --for 30s` stops by itself)")?;
     } else {
-        println!(
+        outln!(
             "next: takt run --config {}        (Ctrl-C stops)",
             file.display()
-        );
+        )?;
     }
     Ok(())
 }

@@ -473,9 +473,9 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
                 .map(|s| next_fires(s, Timestamp::now(), 5))
                 .unwrap_or_default();
             if json {
-                println!("{}", serde_json::to_string_pretty(&job_json(&job, &fires))?);
+                outln!("{}", serde_json::to_string_pretty(&job_json(&job, &fires))?)?;
             } else {
-                print!("{}", job_text(&job, &fires));
+                out!("{}", job_text(&job, &fires))?;
             }
             Ok(())
         }
@@ -492,9 +492,9 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
             let now = floor_second(Timestamp::now());
             block_on(store.job_set_next_fire(id, job.next_fire, Some(now)))?
                 .with_context(|| format!("cannot trigger job \"{name}\""))?;
-            println!(
+            outln!(
                 "triggered {name}: due at {now}; a running `takt run` on this database starts it"
-            );
+            )?;
             Ok(())
         }
         JobCmd::Remove { name, db, yes } => {
@@ -513,7 +513,7 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
                 );
             }
             block_on(store.job_delete(id))??;
-            println!("removed {name}");
+            outln!("removed {name}")?;
             Ok(())
         }
     }
@@ -544,27 +544,27 @@ fn add(a: AddArgs) -> Result<()> {
         .as_ref()
         .map(|s| next_fires(s, now, 3))
         .unwrap_or_default();
-    println!(
+    outln!(
         "added job {} (id {})",
         stored.name,
         stored.id.map_or(0, |i| i.0)
-    );
-    print_summary(&stored, &fires);
-    Ok(())
+    )?;
+    print_summary(&stored, &fires)
 }
 
-fn print_summary(job: &JobDef, fires: &[Timestamp]) {
-    println!("  schedule: {}", short_schedule(job.schedule.as_ref()));
-    println!("  enabled:  {}", job.enabled);
-    println!("  handler:  {}", job.handler_type);
+fn print_summary(job: &JobDef, fires: &[Timestamp]) -> Result<()> {
+    outln!("  schedule: {}", short_schedule(job.schedule.as_ref()))?;
+    outln!("  enabled:  {}", job.enabled)?;
+    outln!("  handler:  {}", job.handler_type)?;
     if job.schedule.is_some() {
-        println!("  next {} fire times (UTC):", fires.len());
+        outln!("  next {} fire times (UTC):", fires.len())?;
         for f in fires {
-            println!("    {f}");
+            outln!("    {f}")?;
         }
     } else {
-        println!("  runs only when triggered (takt job trigger {})", job.name);
+        outln!("  runs only when triggered (takt job trigger {})", job.name)?;
     }
+    Ok(())
 }
 
 fn update(u: UpdateArgs) -> Result<()> {
@@ -617,9 +617,8 @@ fn update(u: UpdateArgs) -> Result<()> {
         .as_ref()
         .map(|s| next_fires(s, now, 3))
         .unwrap_or_default();
-    println!("updated job {} (version {})", stored.name, stored.version);
-    print_summary(&stored, &fires);
-    Ok(())
+    outln!("updated job {} (version {})", stored.name, stored.version)?;
+    print_summary(&stored, &fires)
 }
 
 fn set_enabled(db: &DbArg, name: &str, enabled: bool) -> Result<()> {
@@ -627,7 +626,7 @@ fn set_enabled(db: &DbArg, name: &str, enabled: bool) -> Result<()> {
     let job = load(&store, name)?;
     let id = job.id.context("stored job without id")?;
     block_on(store.job_set_enabled(id, enabled, Timestamp::now()))??;
-    println!("{} {name}", if enabled { "enabled" } else { "disabled" });
+    outln!("{} {name}", if enabled { "enabled" } else { "disabled" })?;
     Ok(())
 }
 
@@ -647,11 +646,11 @@ fn list(db: &DbArg, json: bool) -> Result<()> {
                 job_json(j, &fires)
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", serde_json::to_string_pretty(&all)?)?;
         return Ok(());
     }
     if jobs.is_empty() {
-        println!("no jobs (add one with takt job add)");
+        outln!("no jobs (add one with takt job add)")?;
         return Ok(());
     }
     let mut t = Table::new([
@@ -672,6 +671,6 @@ fn list(db: &DbArg, json: bool) -> Result<()> {
             j.priority.get().to_string(),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(())
 }

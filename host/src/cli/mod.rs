@@ -2,7 +2,14 @@
 //!
 //! Every subcommand is a thin shell over library calls: parse arguments into the same DTOs the
 //! config file and API use ([`crate::spec::ScheduleSpec`]), call the core, print. Human output
-//! is an aligned table; `--json` prints one JSON document for scripts.
+//! is an aligned table; `--json` prints one JSON document for scripts. Everything printed
+//! goes through [`out`] (`outln!`, `errln!`), never `println!`, so a closed stdout ends a
+//! command quietly instead of panicking (the lints below hold every module to it).
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+pub(crate) mod out;
 
 mod db;
 mod init;
@@ -87,8 +94,10 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`takt job list | head -1`): done, as `ls` would be.
+        Err(e) if out::is_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

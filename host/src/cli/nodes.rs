@@ -19,11 +19,11 @@ pub(super) struct NodesArgs {
 pub(super) fn nodes(a: NodesArgs) -> Result<()> {
     let store = a.db.open()?;
     let Some(nodes) = block_on(store.node_list())?? else {
-        println!(
+        outln!(
             "{} is an embedded SQLite database: the node running on it is the only one, and no \
              node table is kept",
             a.db.database()
-        );
+        )?;
         return Ok(());
     };
     let state = |n: &crate::store::NodeStatus| match n.stopped_at {
@@ -48,11 +48,11 @@ pub(super) fn nodes(a: NodesArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        outln!("{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(());
     }
     if nodes.is_empty() {
-        println!("no node has registered on {} yet", a.db.database());
+        outln!("no node has registered on {} yet", a.db.database())?;
         return Ok(());
     }
     let mut t = Table::new([
@@ -70,6 +70,6 @@ pub(super) fn nodes(a: NodesArgs) -> Result<()> {
             state(n),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(())
 }

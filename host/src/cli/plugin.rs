@@ -75,32 +75,32 @@ pub(super) fn run(cmd: PluginCmd) -> Result<()> {
                     "plugins": set.plugins().iter().map(|p| plugin_json(p)).collect::<Vec<_>>(),
                     "refused": set.refusals().iter().map(refusal_json).collect::<Vec<_>>(),
                 });
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                outln!("{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
-                print!("{}", list_text(&set));
+                out!("{}", list_text(&set))?;
             }
             Ok(())
         }
         PluginCmd::Verify { file, opts } => match load_file(&file, &opts.options()?) {
             Ok(p) => {
                 if opts.json {
-                    println!("{}", serde_json::to_string_pretty(&plugin_json(&p))?);
+                    outln!("{}", serde_json::to_string_pretty(&plugin_json(&p))?)?;
                 } else {
-                    println!(
+                    outln!(
                         "ok: {} is plugin {} {} (takt-plugin-api {}, sha256 {})",
                         file.display(),
                         p.name,
                         p.version,
                         p.api_version,
                         p.sha256
-                    );
-                    print!("{}", handlers_text(&p));
+                    )?;
+                    out!("{}", handlers_text(&p))?;
                 }
                 Ok(())
             }
             Err(r) => {
                 if opts.json {
-                    println!("{}", serde_json::to_string_pretty(&refusal_json(&r))?);
+                    outln!("{}", serde_json::to_string_pretty(&refusal_json(&r))?)?;
                 }
                 bail!("{r}")
             }

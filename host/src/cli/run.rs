@@ -35,6 +35,8 @@ pub(super) struct RunArgs {
 }
 
 pub(super) fn run(args: RunArgs) -> Result<()> {
+    // Nobody reading the run lines any more is no reason to stop scheduling.
+    super::out::set_mode(super::out::Mode::KeepRunning);
     let run_for = match &args.run_for {
         Some(text) => Some(Duration::from_secs(
             parse_duration(text).map_err(|e| anyhow::anyhow!("--for \"{text}\": {e}"))?,
@@ -64,14 +66,14 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         .database
         .open(Some(super::db::progress_observer()))
         .await?;
-    println!(
+    outln!(
         "takt {} on {} (node {}, capacity {}, config {})",
         env!("CARGO_PKG_VERSION"),
         config.database,
         config.node_id,
         config.capacity,
         config.file.display()
-    );
+    )?;
 
     let options = LoadOptions {
         shadow_dir: config.shadow_dir.clone(),
@@ -102,24 +104,24 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     let plugins = Arc::new(plugins);
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
-        println!(
+        outln!(
             "plugin {} {} loaded: {}",
             p.name,
             p.version,
             handlers.join(", ")
-        );
+        )?;
     }
     for r in plugins.refusals() {
-        println!(
+        outln!(
             "plugin file {} refused: {}; fix: {}",
             r.file.display(),
             r.reason,
             r.fix
-        );
+        )?;
     }
     match &config.exe_allowlist {
-        None => println!("exe::run may start any program: set [exe] allowlist to restrict it"),
-        Some(list) => println!(
+        None => outln!("exe::run may start any program: set [exe] allowlist to restrict it")?,
+        Some(list) => outln!(
             "exe::run may start only: {}",
             if list.is_empty() {
                 "nothing (the allowlist is empty)".to_string()
@@ -129,24 +131,24 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
                     .collect::<Vec<_>>()
                     .join(", ")
             }
-        ),
+        )?,
     }
     if sql_names.is_empty() {
-        println!("sql::proc has no connections: add them to [sql.connections]");
+        outln!("sql::proc has no connections: add them to [sql.connections]")?;
     } else {
-        println!("sql::proc connections: {}", sql_names.join(", "));
+        outln!("sql::proc connections: {}", sql_names.join(", "))?;
     }
     if plugins
         .plugins()
         .iter()
         .all(|p| p.file == Path::new(STATIC_ORIGIN))
     {
-        println!(
+        outln!(
             "no plugin loaded from {}: every run will fail; build the plugins (`cargo build`) or \
              set plugin_dir in {}",
             config.plugin_dir.display(),
             config.file.display()
-        );
+        )?;
     }
 
     let executor = Executor::new(ExecutorConfig {
@@ -167,7 +169,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         tags: config.tags.clone(),
     };
     if let Some(offset) = sync_clock(&store, &clock).await? {
-        println!(
+        outln!(
             "scheduling by the database clock: it is {} ms {} this node's",
             offset.as_millis().abs(),
             if offset.is_negative() {
@@ -175,7 +177,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
             } else {
                 "ahead of"
             }
-        );
+        )?;
     }
     store.node_heartbeat(&node).await?;
     let scheduler = Scheduler::new(
@@ -202,7 +204,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
                     tracing::warn!("cannot read the database clock: {e}");
                 }
                 if let Err(e) = store.node_heartbeat(&node).await {
-                    println!("heartbeat of node {} failed: {e}", node.id);
+                    tracing::warn!("the heartbeat of node {} failed: {e}", node.id);
                 }
             }
         })
@@ -228,20 +230,25 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         .collect();
     scheduled.sort_by_key(|(_, n)| *n);
     for (name, next) in &scheduled {
-        println!("job {name}: next fire {}", short_time(*next));
+        outln!("job {name}: next fire {}", short_time(*next))?;
     }
     match run_for {
-        Some(d) => println!(
+        Some(d) => outln!(
             "running for {}; Ctrl-C stops earlier",
             format_duration(d.as_secs())
-        ),
-        None => println!("running; Ctrl-C stops"),
+        )?,
+        None => outln!("running; Ctrl-C stops")?,
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "{:<8}  {:<24}  {:<8}  {:>7}  {:<9}  {:>8}",
-        "UTC", "JOB", "FIRE", "ATTEMPT", "STATE", "ELAPSED"
-    );
+        "UTC",
+        "JOB",
+        "FIRE",
+        "ATTEMPT",
+        "STATE",
+        "ELAPSED"
+    )?;
 
     let mut printer = Printer {
         store: store.clone(),
@@ -261,11 +268,11 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         };
         tokio::select! {
             ev = events.recv() => match ev {
-                Ok(ev) => printer.print(&ev, &mut names).await,
-                Err(RecvError::Lagged(n)) => println!("({n} run events not shown: the terminal is slower than the runs)"),
+                Ok(ev) => printer.print(&ev, &mut names).await?,
+                Err(RecvError::Lagged(n)) => outln!("({n} run events not shown: the terminal is slower than the runs)")?,
                 Err(RecvError::Closed) => break,
             },
-            _ = &mut ctrl_c => { println!("interrupted"); break; }
+            _ = &mut ctrl_c => { outln!("interrupted")?; break; }
             () = sleep => break,
         }
     }
@@ -274,12 +281,12 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     // the rest as shutdown; their ends are shown as they come.
     let running = handle.running();
     if running > 0 {
-        println!(
+        outln!(
             "stopping: waiting up to {} for {running} running runs",
             format_duration(config.grace.as_secs())
-        );
+        )?;
     } else {
-        println!("stopping");
+        outln!("stopping")?;
     }
     let stopped = handle.shutdown(config.grace);
     tokio::pin!(stopped);
@@ -287,7 +294,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         tokio::select! {
             () = &mut stopped => break,
             ev = events.recv() => match ev {
-                Ok(ev) => printer.print(&ev, &mut names).await,
+                Ok(ev) => printer.print(&ev, &mut names).await?,
                 Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => {
                     (&mut stopped).await;
@@ -301,10 +308,10 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         l.abort();
     }
     if let Err(e) = store.node_stopped(&config.node_id).await {
-        println!("cannot record the stop of node {}: {e}", config.node_id);
+        outln!("cannot record the stop of node {}: {e}", config.node_id)?;
     }
     while let Ok(ev) = events.try_recv() {
-        printer.print(&ev, &mut names).await;
+        printer.print(&ev, &mut names).await?;
     }
 
     let ended: Vec<String> = printer
@@ -312,13 +319,13 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         .iter()
         .map(|(state, n)| format!("{n} {state}"))
         .collect();
-    println!(
+    outln!(
         "summary: {} attempts started{}{}; every run is recorded in {}",
         printer.started,
         if ended.is_empty() { "" } else { ", " },
         ended.join(", "),
         config.database
-    );
+    )?;
     Ok(())
 }
 
@@ -432,11 +439,12 @@ async fn sync_jobs(
         if crate::builtin::is_builtin(&job.handler_type) {
             // Checked when the config was read.
         } else if let Err(e) = plugins.resolve(&job.handler_type) {
-            println!(
+            outln!(
                 "warning: job {}: handler \"{}\" does not resolve ({e}); its runs will be \
                  recorded as failed until a plugin provides it",
-                job.name, job.handler_type
-            );
+                job.name,
+                job.handler_type
+            )?;
         }
     }
     for old in &stored {
@@ -446,18 +454,18 @@ async fn sync_jobs(
             && let Some(id) = old.id
         {
             handle.set_enabled(id, false).await?;
-            println!(
+            outln!(
                 "job {} is no longer in {}: disabled (its history is kept)",
                 old.name,
                 config.file.display()
-            );
+            )?;
             disabled += 1;
         }
     }
-    println!(
+    outln!(
         "jobs from {}: {added} added, {updated} updated, {unchanged} unchanged, {disabled} disabled",
         config.file.display()
-    );
+    )?;
     Ok(())
 }
 
@@ -471,7 +479,13 @@ struct Printer {
 }
 
 impl Printer {
-    async fn print(&mut self, ev: &SchedulerEvent, names: &mut HashMap<JobId, String>) {
+    /// Prints one event's line (and, for an end, the run's error and new log lines). Never
+    /// fails in practice: `takt run` writes stdout in [`out::Mode::KeepRunning`].
+    async fn print(
+        &mut self,
+        ev: &SchedulerEvent,
+        names: &mut HashMap<JobId, String>,
+    ) -> Result<()> {
         let (run, job, fire, attempt, state) = match ev {
             SchedulerEvent::Started {
                 run,
@@ -490,21 +504,21 @@ impl Printer {
                 state,
             } => (*run, *job, *fire_time, *attempt, Some(*state)),
             SchedulerEvent::StoreUnavailable { error } => {
-                println!(
+                outln!(
                     "{}  database unavailable: {error}; runs that end meanwhile are kept and \
                      recorded when it is back; retrying",
                     short_time(Timestamp::now())
-                );
-                return;
+                )?;
+                return Ok(());
             }
             SchedulerEvent::StoreRecovered { down_for } => {
-                println!(
+                outln!(
                     "{}  database back after {:.1}s; fires that fell due meanwhile follow \
                      their misfire policy",
                     short_time(Timestamp::now()),
                     down_for.as_secs_f64()
-                );
-                return;
+                )?;
+                return Ok(());
             }
         };
         if !names.contains_key(&job)
@@ -527,7 +541,7 @@ impl Printer {
             Some(RunState::Pending) => "retrying".to_string(),
             Some(s) => s.name().to_string(),
         };
-        println!(
+        outln!(
             "{:<8}  {:<24}  {:<8}  {:>7}  {:<9}  {:>8}",
             short_time(Timestamp::now()),
             name,
@@ -535,21 +549,22 @@ impl Printer {
             attempt,
             shown_state,
             elapsed
-        );
+        )?;
         if state.is_none() {
-            return;
+            return Ok(());
         }
         *self.counts.entry(shown_state).or_default() += 1;
         if let Some(error) = stored.as_ref().and_then(|r| r.error.as_deref()) {
-            println!("          error: {error}");
+            outln!("          error: {error}")?;
         }
         let after = self.log_seen.get(&run).copied();
         if let Ok(lines) = self.store.log_list(run, after, 1000).await {
             for (seq, line) in lines {
-                println!("          {:<5} {}", line.level.name(), line.message);
+                outln!("          {:<5} {}", line.level.name(), line.message)?;
                 self.log_seen.insert(run, seq);
             }
         }
+        Ok(())
     }
 }
 

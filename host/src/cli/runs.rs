@@ -134,11 +134,11 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
     };
     if a.json {
         let all: Vec<Value> = list.iter().map(|r| run_json(r, &name_of(r))).collect();
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", serde_json::to_string_pretty(&all)?)?;
         return Ok(());
     }
     if list.is_empty() {
-        println!("no runs");
+        outln!("no runs")?;
         return Ok(());
     }
     let mut t = Table::new([
@@ -169,7 +169,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
                 .map_or(String::new(), |e| truncate(e, ERROR_CHARS)),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(())
 }
 
@@ -209,12 +209,12 @@ pub(super) fn logs(a: LogsArgs) -> Result<()> {
         let lines = read_lines(&store, id, None)?;
         if a.json {
             let all: Vec<Value> = lines.iter().map(|(s, l)| line_json(*s, l)).collect();
-            println!("{}", serde_json::to_string_pretty(&all)?);
+            outln!("{}", serde_json::to_string_pretty(&all)?)?;
         } else if lines.is_empty() {
-            println!("no log lines for run {id} ({})", run.state.name());
+            outln!("no log lines for run {id} ({})", run.state.name())?;
         } else {
             for (_, l) in &lines {
-                println!("{}", line_text(l));
+                outln!("{}", line_text(l))?;
             }
         }
         return Ok(());
@@ -226,9 +226,9 @@ pub(super) fn logs(a: LogsArgs) -> Result<()> {
         for (seq, l) in read_lines(&store, id, after)? {
             after = Some(seq);
             if a.json {
-                println!("{}", line_json(seq, &l));
+                outln!("{}", line_json(seq, &l))?;
             } else {
-                println!("{}", line_text(&l));
+                outln!("{}", line_text(&l))?;
             }
         }
         if done {

@@ -154,12 +154,12 @@ fn next(spec: &ScheduleSpec, o: &Options) -> Result<()> {
     };
     let occurrences: Vec<Occurrence> = schedule.iter_after(from).take(o.count).collect();
     if o.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&as_json(&schedule, from, &occurrences))?
-        );
+        )?;
     } else {
-        print!("{}", as_text(&schedule, from, &occurrences));
+        out!("{}", as_text(&schedule, from, &occurrences))?;
     }
     Ok(())
 }
