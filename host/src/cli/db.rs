@@ -117,6 +117,35 @@ async fn migrate(
     Ok((applied, version))
 }
 
+/// A migration observer for `takt run`: its progress as log events (`info`), so that a
+/// service log — text or JSON — has it in its own format.
+pub(super) fn progress_log() -> MigrationObserver {
+    let next_line = AtomicU64::new(5);
+    MigrationObserver::new(move |event| match event {
+        MigrationEvent::Started(m) => {
+            next_line.store(5, Ordering::Relaxed);
+            tracing::info!("applying migration {:04}_{}", m.version, m.name);
+        }
+        MigrationEvent::Working(m, elapsed) => {
+            if elapsed.as_secs() >= next_line.load(Ordering::Relaxed) {
+                next_line.store(elapsed.as_secs() + 5, Ordering::Relaxed);
+                tracing::info!(
+                    "migration {:04}_{} still running after {} s",
+                    m.version,
+                    m.name,
+                    elapsed.as_secs()
+                );
+            }
+        }
+        MigrationEvent::Finished(m, elapsed) => tracing::info!(
+            "applied migration {:04}_{} in {:.1} s",
+            m.version,
+            m.name,
+            elapsed.as_secs_f64()
+        ),
+    })
+}
+
 /// A migration observer that shows progress on stderr: a line when a migration starts,
 /// the elapsed time while it runs (rewritten in place on a terminal, a line every few seconds
 /// otherwise, so logs of a service stay readable), and the time it took.

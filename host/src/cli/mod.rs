@@ -14,6 +14,7 @@ pub(crate) mod out;
 mod db;
 mod init;
 mod job;
+pub mod logging;
 mod nodes;
 mod plugin;
 mod run;
@@ -80,6 +81,13 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // `takt run` installs its logger once its config (and so `log_format`) is read.
+    if !matches!(cli.command, Command::Run(_))
+        && let Err(e) = logging::install(logging::LogFormat::Text, logging::COMMAND_FILTER)
+    {
+        errln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Job(cmd) => job::run(cmd),
         Command::Runs(args) => runs::runs(args),

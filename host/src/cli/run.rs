@@ -14,7 +14,7 @@ use takt_core::schedule::{format_duration, parse_duration};
 use takt_core::store::Store;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
+use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, LogFormat, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
 use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{
@@ -32,6 +32,10 @@ pub(super) struct RunArgs {
     /// Stop by itself after this long (e.g. 30s, 5m), as Ctrl-C would.
     #[arg(long = "for", value_name = "DURATION")]
     run_for: Option<String>,
+    /// How logs are written to stderr: text (human-readable lines) or json (one object per
+    /// line) [default: log_format of the config, else text]. The level is TAKT_LOG's.
+    #[arg(long, value_name = "text|json")]
+    log_format: Option<String>,
 }
 
 pub(super) fn run(args: RunArgs) -> Result<()> {
@@ -45,6 +49,13 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     };
     let file = args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));
     let config = Config::load(&file)?;
+    let log_format = match &args.log_format {
+        Some(text) => text
+            .parse::<LogFormat>()
+            .map_err(|e| anyhow::anyhow!("--log-format: {e}"))?,
+        None => config.log_format.unwrap_or_default(),
+    };
+    super::logging::install(log_format, super::logging::RUN_FILTER)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -64,7 +75,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     }
     let store = config
         .database
-        .open(Some(super::db::progress_observer()))
+        .open(Some(super::db::progress_log()))
         .await?;
     outln!(
         "takt {} on {} (node {}, capacity {}, config {})",
