@@ -20,6 +20,7 @@ mod plugin;
 mod run;
 mod runs;
 mod schedule;
+mod signals;
 mod table;
 
 use std::process::ExitCode;

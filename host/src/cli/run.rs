@@ -9,11 +9,12 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId};
-use takt_core::run::{NodeId, RunId, RunState};
+use takt_core::run::{NODE_RESTARTED, NodeId, RunId, RunState};
 use takt_core::schedule::{format_duration, parse_duration};
-use takt_core::store::Store;
-use tokio::sync::broadcast::error::RecvError;
+use takt_core::store::{RunFilter, Store};
+use tokio::sync::broadcast::{self, error::RecvError};
 
+use super::signals::StopRequests;
 use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, LogFormat, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
 use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
@@ -60,10 +61,18 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(host(config, run_for))
+    runtime.block_on(async {
+        // From here on SIGTERM and Ctrl-C ask for the graceful stop instead of ending the
+        // process, also while the host is still starting.
+        let (stopper, requests) = super::signals::channel();
+        super::signals::listen(stopper).context("cannot listen for stop signals")?;
+        host(config, run_for, requests).await
+    })
 }
 
-async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
+/// The host until it has stopped: start, print runs, and stop gracefully on the first of
+/// `stop` (see [`super::signals`]) or the end of `run_for`.
+async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests) -> Result<()> {
     if let Some(dir) = config
         .database
         .sqlite_path()
@@ -73,10 +82,14 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
     }
-    let store = config
-        .database
-        .open(Some(super::db::progress_log()))
-        .await?;
+    // Opening may wait on an unreachable database: a stop request ends the wait.
+    let store = tokio::select! {
+        store = config.database.open(Some(super::db::progress_log())) => store?,
+        request = stop.next() => {
+            outln!("stopping: {} while opening {}; nothing was started", request.why, config.database)?;
+            return Ok(());
+        }
+    };
     outln!(
         "takt {} on {} (node {}, capacity {}, config {})",
         env!("CARGO_PKG_VERSION"),
@@ -190,6 +203,13 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
             }
         )?;
     }
+    if let Some(request) = stop.try_next() {
+        outln!(
+            "stopping: {} during the start; nothing was started",
+            request.why
+        )?;
+        return Ok(());
+    }
     store.node_heartbeat(&node).await?;
     let scheduler = Scheduler::new(
         sched_config,
@@ -245,10 +265,10 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     }
     match run_for {
         Some(d) => outln!(
-            "running for {}; Ctrl-C stops earlier",
+            "running for {}; Ctrl-C or SIGTERM stops earlier",
             format_duration(d.as_secs())
         )?,
-        None => outln!("running; Ctrl-C stops")?,
+        None => outln!("running; Ctrl-C or SIGTERM stops")?,
     }
     outln!()?;
     outln!(
@@ -268,9 +288,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         started: 0,
     };
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    loop {
+    let why = loop {
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d).await,
@@ -281,45 +299,32 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
             ev = events.recv() => match ev {
                 Ok(ev) => printer.print(&ev, &mut names).await?,
                 Err(RecvError::Lagged(n)) => outln!("({n} run events not shown: the terminal is slower than the runs)")?,
-                Err(RecvError::Closed) => break,
+                Err(RecvError::Closed) => break "the scheduler ended".to_string(),
             },
-            _ = &mut ctrl_c => { outln!("interrupted")?; break; }
-            () = sleep => break,
+            request = stop.next() => break request.why,
+            () = sleep => break format!(
+                "--for {} has passed",
+                format_duration(run_for.unwrap_or_default().as_secs())
+            ),
         }
-    }
+    };
 
-    // The scheduler stops claiming, lets running runs finish for up to `grace`, then cancels
-    // the rest as shutdown; their ends are shown as they come.
-    let running = handle.running();
-    if running > 0 {
-        outln!(
-            "stopping: waiting up to {} for {running} running runs",
-            format_duration(config.grace.as_secs())
-        )?;
-    } else {
-        outln!("stopping")?;
-    }
-    let stopped = handle.shutdown(config.grace);
-    tokio::pin!(stopped);
-    loop {
-        tokio::select! {
-            () = &mut stopped => break,
-            ev = events.recv() => match ev {
-                Ok(ev) => printer.print(&ev, &mut names).await?,
-                Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => {
-                    (&mut stopped).await;
-                    break;
-                }
-            },
-        }
-    }
+    let forced = stop_gracefully(
+        &handle,
+        config.grace,
+        &why,
+        &mut stop,
+        &mut events,
+        &mut printer,
+        &mut names,
+    )
+    .await?;
     keeper.abort();
     if let Some(l) = listener {
         l.abort();
     }
     if let Err(e) = store.node_stopped(&config.node_id).await {
-        outln!("cannot record the stop of node {}: {e}", config.node_id)?;
+        tracing::warn!("cannot record the stop of node {}: {e}", config.node_id);
     }
     while let Ok(ev) = events.try_recv() {
         printer.print(&ev, &mut names).await?;
@@ -330,14 +335,119 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         .iter()
         .map(|(state, n)| format!("{n} {state}"))
         .collect();
-    outln!(
-        "summary: {} attempts started{}{}; every run is recorded in {}",
+    let started = format!(
+        "summary: {} attempts started{}{}",
         printer.started,
         if ended.is_empty() { "" } else { ", " },
-        ended.join(", "),
-        config.database
-    )?;
+        ended.join(", ")
+    );
+    match unrecorded(&store, &config.node_id).await {
+        Ok(0) => outln!("{started}; every run is recorded in {}", config.database)?,
+        Ok(n) => {
+            outln!("{started}")?;
+            bail!(
+                "{n} runs of node {} are still recorded as running in {}: their ends could not                  be stored; the node's next start fails them as \"{NODE_RESTARTED}\" and \
+                 retries them per their jobs' policies",
+                config.node_id,
+                config.database
+            );
+        }
+        Err(e) => {
+            outln!("{started}")?;
+            bail!(
+                "cannot check that every run of node {} is recorded in {}: {e}; runs left \
+                 running are failed as \"{NODE_RESTARTED}\" at the node's next start",
+                config.node_id,
+                config.database
+            );
+        }
+    }
+    if forced > 0 {
+        bail!(
+            "the stop was forced by a second stop request: {forced} running runs were cancelled \
+             without their grace (each is recorded cancelled, reason shutdown)"
+        );
+    }
     Ok(())
+}
+
+/// The graceful stop after the first stop request (`why`): the scheduler claims nothing
+/// more, running runs may finish within `grace`, the rest are cancelled as shutdown, and
+/// their ends are printed as they come. A second request cuts the drain short (the runs are
+/// cancelled at once, and still recorded); a third ends the process without waiting (exit
+/// 1). Returns how many runs the second request cancelled (0: the stop was not forced).
+///
+/// A service wrapper (systemd, a Windows service) reaches this through the [`StopRequests`]
+/// given to [`host`].
+async fn stop_gracefully(
+    handle: &SchedulerHandle<AnyStore>,
+    grace: Duration,
+    why: &str,
+    stop: &mut StopRequests,
+    events: &mut broadcast::Receiver<SchedulerEvent>,
+    printer: &mut Printer,
+    names: &mut HashMap<JobId, String>,
+) -> Result<usize> {
+    match handle.running() {
+        0 => outln!("stopping: {why}; no run is running")?,
+        running => outln!(
+            "stopping: {why}; waiting up to {} for {running} running runs (a second Ctrl-C or \
+             SIGTERM cancels them now)",
+            format_duration(grace.as_secs())
+        )?,
+    }
+    let stopped = handle.shutdown(grace);
+    tokio::pin!(stopped);
+    let mut forced = None;
+    loop {
+        tokio::select! {
+            () = &mut stopped => break,
+            ev = events.recv() => match ev {
+                Ok(ev) => printer.print(&ev, names).await?,
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => {
+                    (&mut stopped).await;
+                    break;
+                }
+            },
+            request = stop.next() => {
+                if forced.is_some() {
+                    outln!(
+                        "stopping: {} again: exiting now; runs still running are failed as \
+                         \"{NODE_RESTARTED}\" at this node's next start",
+                        request.why
+                    )?;
+                    std::process::exit(1);
+                }
+                let running = handle.running();
+                outln!(
+                    "stopping: {}: second stop request, cancelling {running} running runs now \
+                     (a third one exits without waiting for them)",
+                    request.why
+                )?;
+                forced = Some(running);
+                // Shortens the drain the first call is in; returns at once.
+                handle.shutdown(Duration::ZERO).await;
+            }
+        }
+    }
+    Ok(forced.unwrap_or(0))
+}
+
+/// How many runs of `node` are still recorded `running`: after a complete stop, those whose
+/// ends could not be stored.
+async fn unrecorded(store: &AnyStore, node: &str) -> Result<usize, takt_core::store::StoreError> {
+    let filter = RunFilter {
+        job: None,
+        state: Some(RunState::Running),
+        limit: 10_000,
+    };
+    Ok(store
+        .run_list(&filter)
+        .await?
+        .iter()
+        .filter(|r| r.node_id.as_ref().is_some_and(|n| n.0 == node))
+        .count())
 }
 
 /// `TAKT_TEST_CLOCK_SKEW` (seconds, may be negative): shifts this process's clock, so a test

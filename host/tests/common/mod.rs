@@ -9,6 +9,7 @@
 
 pub(crate) mod jobs;
 pub(crate) mod mssql;
+pub(crate) mod process;
 pub(crate) mod proxy;
 
 use std::path::{Path, PathBuf};
