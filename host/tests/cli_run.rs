@@ -250,3 +250,108 @@ fn a_file_job_never_takes_over_a_job_added_by_the_cli_or_api() {
     assert_eq!(stored.application, None);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `plugin list` and `plugin verify` check files as `takt run` would: the config's
+/// `plugin_dir` and pins apply (flags win), and a directory that cannot be read is an error.
+#[test]
+fn plugin_list_and_verify_follow_the_config() {
+    build_examples();
+    let dir = temp_dir("plugin-config");
+    let out = takt(&dir, &["init", "--dir", "."]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let plugins = common::profile_dir();
+
+    let out = takt(&dir, &["plugin", "list"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let first = stdout.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "plugin directory {} (plugin_dir of takt.toml)",
+            plugins.display()
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("examples 0.1.0"), "{stdout}");
+    let out = takt(&dir, &["plugin", "list", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["dir"], plugins.display().to_string());
+    assert_eq!(doc["config"], "takt.toml");
+
+    // Pins of the config: the examples file is refused before it is loaded.
+    let examples = common::cdylib(&plugins, "takt-plugin-examples");
+    let name = examples.file_name().unwrap().to_str().unwrap().to_string();
+    let other = dir.join("other.toml");
+    std::fs::write(
+        &other,
+        format!(
+            "plugin_dir = {}\n[plugins]\npins = {{ {name:?} = \"{}\" }}\n",
+            toml_string(&plugins),
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    let out = takt(
+        &dir,
+        &["plugin", "list", "--config", "other.toml", "--json"],
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let refused = doc["refused"].as_array().unwrap();
+    assert!(
+        refused
+            .iter()
+            .any(|r| r["file"].as_str().unwrap().ends_with(&name)
+                && r["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("but the configuration pins 0000")),
+        "{doc:#}"
+    );
+    let file = examples.to_str().unwrap();
+    let stderr = fails(&dir, &["plugin", "verify", file, "--config", "other.toml"]);
+    assert!(
+        stderr.contains("but the configuration pins 0000"),
+        "{stderr}"
+    );
+    // A --pin flag wins over the file's pin.
+    let sha = {
+        use sha2::Digest;
+        let bytes = std::fs::read(&examples).unwrap();
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let pin = format!("{name}={sha}");
+    let out = takt(
+        &dir,
+        &[
+            "plugin",
+            "verify",
+            file,
+            "--config",
+            "other.toml",
+            "--pin",
+            &pin,
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+
+    // A plugin directory that is not there: exit 1, saying where the name came from.
+    std::fs::write(dir.join("takt.toml"), "plugin_dir = \"nowhere\"\n").unwrap();
+    let stderr = fails(&dir, &["plugin", "list"]);
+    assert!(
+        stderr.contains("cannot read the plugin directory")
+            && stderr.contains("nowhere (plugin_dir of takt.toml)"),
+        "{stderr}"
+    );
+    let empty = temp_dir("plugin-config-empty");
+    let stderr = fails(&empty, &["plugin", "list"]);
+    assert!(
+        stderr.contains("plugins (the default: there is no takt.toml here)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&empty);
+}
