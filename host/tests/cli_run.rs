@@ -355,3 +355,79 @@ fn plugin_list_and_verify_follow_the_config() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&empty);
 }
+
+/// `job add --at PAST --allow-past`: the fire is due at once and `takt run` handles it as a
+/// late fire per the job's misfire policy — recorded skipped (misfire) under `skip`, run now
+/// under `fire-once` — never dropped silently.
+#[test]
+fn an_allowed_past_at_is_handled_as_a_misfire() {
+    build_examples();
+    let dir = temp_dir("past-at");
+    std::fs::write(
+        dir.join("takt.toml"),
+        format!("plugin_dir = {}\n", toml_string(&common::profile_dir())),
+    )
+    .unwrap();
+    let past = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_hours(1))
+        .unwrap()
+        .round(jiff::Unit::Second)
+        .unwrap();
+    let at = past.to_string();
+    for (name, misfire) in [("late-skip", "skip"), ("late-once", "fire-once")] {
+        let out = takt(
+            &dir,
+            &[
+                "job",
+                "add",
+                "--name",
+                name,
+                "--handler",
+                "examples::hello",
+                "--params",
+                r#"{"name": "late"}"#,
+                "--at",
+                &at,
+                "--allow-past",
+                "--misfire",
+                misfire,
+                "--db",
+                "takt.db",
+            ],
+        );
+        assert!(out.status.success(), "{:?}", text(&out));
+    }
+    let out = takt(&dir, &["run", "--for", "3s"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+
+    let store = SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let runs_of = |name: &str| {
+        let job = block_on(store.job_get_by_name(&JobName::new(name).unwrap()))
+            .unwrap()
+            .unwrap();
+        let runs = block_on(store.run_list(&RunFilter {
+            job: job.id,
+            state: None,
+            limit: 10,
+        }))
+        .unwrap();
+        (job, runs)
+    };
+    let (job, runs) = runs_of("late-skip");
+    assert_eq!(runs.len(), 1, "{runs:#?}\n{stdout}");
+    assert_eq!(runs[0].state, RunState::Skipped, "{runs:#?}");
+    assert_eq!(
+        runs[0].skip_reason.map(|r| r.name()),
+        Some("misfire"),
+        "{runs:#?}"
+    );
+    assert_eq!(runs[0].fire_time, past);
+    assert_eq!(job.next_fire, None, "a one-shot job is done");
+    let (job, runs) = runs_of("late-once");
+    assert_eq!(runs.len(), 1, "{runs:#?}\n{stdout}");
+    assert_eq!(runs[0].state, RunState::Succeeded, "{runs:#?}");
+    assert_eq!(runs[0].fire_time, past);
+    assert_eq!(job.next_fire, None);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@
 #[macro_use]
 pub(crate) mod out;
 
+mod args;
 mod db;
 mod init;
 mod job;

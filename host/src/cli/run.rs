@@ -10,7 +10,7 @@ use clap::Args;
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId};
 use takt_core::run::{NODE_RESTARTED, NodeId, RunId, RunState};
-use takt_core::schedule::{format_duration, parse_duration};
+use takt_core::schedule::format_duration;
 use takt_core::store::{RunFilter, Store};
 use tokio::sync::broadcast::{self, error::RecvError};
 
@@ -31,7 +31,7 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
     /// Stop by itself after this long (e.g. 30s, 5m), as Ctrl-C would.
-    #[arg(long = "for", value_name = "DURATION")]
+    #[arg(long = "for", value_name = "DURATION", allow_hyphen_values = true)]
     run_for: Option<String>,
     /// How logs are written to stderr: text (human-readable lines) or json (one object per
     /// line) [default: log_format of the config, else text]. The level is TAKT_LOG's.
@@ -43,9 +43,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     // Nobody reading the run lines any more is no reason to stop scheduling.
     super::out::set_mode(super::out::Mode::KeepRunning);
     let run_for = match &args.run_for {
-        Some(text) => Some(Duration::from_secs(
-            parse_duration(text).map_err(|e| anyhow::anyhow!("--for \"{text}\": {e}"))?,
-        )),
+        Some(text) => Some(Duration::from_secs(super::args::duration("--for", text)?)),
         None => None,
     };
     let file = args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));

@@ -30,8 +30,13 @@ pub(super) struct RunsArgs {
     #[arg(long, value_name = "STATE")]
     state: Option<String>,
     /// The most runs to print.
-    #[arg(long, default_value_t = 50, value_name = "N")]
-    limit: usize,
+    #[arg(
+        long,
+        default_value = "50",
+        value_name = "N",
+        allow_hyphen_values = true
+    )]
+    limit: String,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -42,7 +47,8 @@ pub(super) struct RunsArgs {
 #[derive(Debug, Args)]
 pub(super) struct LogsArgs {
     /// The run's id (see `takt runs`).
-    run_id: i64,
+    #[arg(allow_hyphen_values = true)]
+    run_id: String,
     /// Keep printing new lines (polling every 500 ms) until the run reaches a final state.
     #[arg(long)]
     follow: bool,
@@ -93,9 +99,7 @@ fn elapsed_text(d: Duration) -> String {
 }
 
 pub(super) fn runs(a: RunsArgs) -> Result<()> {
-    if a.limit == 0 {
-        return Err(anyhow!("--limit must be at least 1"));
-    }
+    let limit = super::args::number("--limit", &a.limit, "a count", 1)?;
     let state = match &a.state {
         Some(s) => Some(RunState::from_name(s).ok_or_else(|| {
             anyhow!("--state: unknown run state \"{s}\"; use one of pending, running, succeeded, failed, cancelled, timed_out, skipped")
@@ -120,11 +124,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
         }
         None => None,
     };
-    let filter = RunFilter {
-        job,
-        state,
-        limit: a.limit,
-    };
+    let filter = RunFilter { job, state, limit };
     let list = block_on(store.run_list(&filter))??;
     let name_of = |r: &Run| {
         names
@@ -202,8 +202,8 @@ fn line_text(l: &LogLine) -> String {
 }
 
 pub(super) fn logs(a: LogsArgs) -> Result<()> {
+    let id = RunId(super::args::number("RUN_ID", &a.run_id, "a run id", 1)?);
     let store = a.db.open()?;
-    let id = RunId(a.run_id);
     let run = get_run(&store, id)?;
     if !a.follow {
         let lines = read_lines(&store, id, None)?;
