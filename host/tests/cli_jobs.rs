@@ -744,43 +744,48 @@ fn negative_numbers_and_durations_name_the_option_and_the_form() {
         "examples::hello",
         "--manual",
     ]);
-    let e = d.fails(&["job", "update", "j", "--timeout", "-1m"]);
-    assert!(
-        e.contains("--timeout \"-1m\": a duration cannot be negative"),
-        "{e}"
-    );
-    let e = d.fails(&["job", "update", "j", "--retries", "-2"]);
-    assert!(
-        e.contains("--retries \"-2\": a count cannot be negative"),
-        "{e}"
-    );
-    let e = d.fails(&["runs", "--limit", "-1"]);
-    assert!(
-        e.contains("--limit \"-1\": a count cannot be negative"),
-        "{e}"
-    );
-    let e = d.fails(&["runs", "--limit", "0"]);
-    assert!(
-        e.contains("--limit \"0\": a count must be at least 1"),
-        "{e}"
-    );
-    let e = d.fails(&["logs", "-5"]);
-    assert!(
-        e.contains("RUN_ID \"-5\": a run id cannot be negative"),
-        "{e}"
-    );
-    let e = d.fails(&["schedule", "next", "--every", "5m", "-n", "-3"]);
-    assert!(e.contains("-n \"-3\": a count cannot be negative"), "{e}");
-    let e = d.fails(&["schedule", "next", "--every", "-5m"]);
-    assert!(
-        e.contains("--every \"-5m\": a duration cannot be negative"),
-        "{e}"
-    );
-    let e = d.fails(&["run", "--for", "-3s"]);
-    assert!(
-        e.contains("--for \"-3s\": a duration cannot be negative"),
-        "{e}"
-    );
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["job", "update", "j", "--timeout", "-1m"],
+            "--timeout \"-1m\": a duration cannot be negative",
+        ),
+        (
+            &["job", "update", "j", "--retries", "-2"],
+            "--retries \"-2\": a count cannot be negative",
+        ),
+        (
+            &["runs", "--limit", "-1"],
+            "--limit \"-1\": a count cannot be negative",
+        ),
+        (
+            &["runs", "--limit", "0"],
+            "--limit \"0\": a count must be at least 1",
+        ),
+        (
+            &["logs", "-5"],
+            "RUN_ID \"-5\": a run id cannot be negative",
+        ),
+        (
+            &["schedule", "next", "--every", "5m", "-n", "-3"],
+            "-n \"-3\": a count cannot be negative",
+        ),
+        (
+            &["schedule", "next", "--every", "-5m"],
+            "--every \"-5m\": a duration cannot be negative",
+        ),
+        (
+            &["run", "--for", "-3s"],
+            "--for \"-3s\": a duration cannot be negative",
+        ),
+        (
+            &["cron", "explain", "* * * * *", "-n", "-1"],
+            "-n \"-1\": a count cannot be negative",
+        ),
+    ];
+    for (args, wanted) in cases {
+        let e = d.fails(args);
+        assert!(e.contains(wanted), "takt {args:?}: {e}");
+    }
     // Nothing was changed by the refused commands.
     assert_eq!(d.json(&["job", "list"]).as_array().unwrap().len(), 1);
 }

@@ -6,8 +6,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::Output;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use takt_core::run::RunState;
@@ -34,20 +34,8 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn takt(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_takt"));
-    cmd.args(args).current_dir(dir);
-    for var in [
-        "TAKT_DB",
-        "TAKT_PLUGIN_DIR",
-        "TAKT_NODE_ID",
-        "TAKT_CAPACITY",
-        "TAKT_TZ",
-        "TAKT_LOG",
-        "TAKT_LOG_FORMAT",
-        "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
+    let mut cmd = common::takt_command(dir);
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -234,27 +222,6 @@ fn bad_filters_and_formats_are_refused_by_name() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A writer into a shared buffer, standing in for stderr.
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Buffer {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Buffer {
-    type Writer = Buffer;
-    fn make_writer(&'w self) -> Buffer {
-        self.clone()
-    }
-}
-
 fn traced(ctx: &JobContext, _p: serde_json::Value) -> Result<serde_json::Value, JobError> {
     tracing::info!(line = 3, "a compiled-in plugin traces");
     ctx.info("and logs");
@@ -266,7 +233,8 @@ fn traced(ctx: &JobContext, _p: serde_json::Value) -> Result<serde_json::Value, 
 /// the host's log, while the host's own events do reach it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compiled_in_plugins_tracing_stays_out_of_the_host_log() {
-    let buffer = Buffer::default();
+    // Stands in for stderr.
+    let buffer = logging::MemoryLog::default();
     let filter = logging::filter(|_| Some("trace".to_string()), logging::RUN_FILTER).unwrap();
     tracing::dispatcher::set_global_default(logging::dispatch(
         filter,
@@ -298,7 +266,7 @@ async fn a_compiled_in_plugins_tracing_stays_out_of_the_host_log() {
     );
     tracing::warn!(target: "takt_host::test", "a host warning");
     host.shutdown(Duration::from_secs(1)).await;
-    let logged = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let logged = buffer.text();
     assert!(!logged.contains("a compiled-in plugin traces"), "{logged}");
     assert!(logged.contains("a host warning"), "{logged}");
 }

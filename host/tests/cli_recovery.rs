@@ -15,7 +15,7 @@ use common::process::Host;
 use std::collections::HashSet;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use jiff::Timestamp;
@@ -48,16 +48,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// `takt` in `dir`, deaf to the developer's own `TAKT_*` settings.
-fn takt_command(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_takt"));
-    cmd.current_dir(dir)
-        .env_remove("TAKT_DB")
-        .env_remove("TAKT_PLUGIN_DIR")
-        .env_remove("TAKT_NODE_ID")
-        .env_remove("TAKT_CAPACITY")
-        .env_remove("TAKT_TZ");
-    cmd
-}
+use common::takt_command;
 
 fn takt(dir: &Path, args: &[&str]) -> Output {
     takt_command(dir)

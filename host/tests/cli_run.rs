@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use takt_core::job::JobName;
@@ -31,14 +31,8 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn takt(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_takt"))
+    common::takt_command(dir)
         .args(args)
-        .current_dir(dir)
-        .env_remove("TAKT_DB")
-        .env_remove("TAKT_PLUGIN_DIR")
-        .env_remove("TAKT_NODE_ID")
-        .env_remove("TAKT_CAPACITY")
-        .env_remove("TAKT_TZ")
         .output()
         .expect("takt runs")
 }

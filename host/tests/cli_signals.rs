@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -34,23 +34,7 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn takt_command(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_takt"));
-    cmd.current_dir(dir);
-    for var in [
-        "TAKT_DB",
-        "TAKT_PLUGIN_DIR",
-        "TAKT_NODE_ID",
-        "TAKT_CAPACITY",
-        "TAKT_TZ",
-        "TAKT_LOG",
-        "TAKT_LOG_FORMAT",
-        "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
+use common::takt_command;
 
 /// A takt.toml with `grace` and one manual job `wait` (examples::wait, `seconds`): exactly one
 /// run exists, the one the test triggers.
@@ -104,6 +88,16 @@ fn running_host(dir: &Path, tag: &str) -> (Host, SqliteStore) {
     (host, store)
 }
 
+/// Cancelled by the stop: recorded `cancelled`, reason shutdown (never `timed_out`).
+fn assert_cancelled_by_shutdown(run: &Run) {
+    assert_eq!(run.state, RunState::Cancelled, "{run:?}");
+    assert_eq!(
+        run.error.as_deref(),
+        Some("cancelled (shutdown)"),
+        "{run:?}"
+    );
+}
+
 /// Nothing is left `running` (or `pending`) in the database.
 fn assert_all_final(store: &SqliteStore, host: &Host) -> Run {
     let all = runs(store);
@@ -143,13 +137,7 @@ fn sigterm_past_the_grace_cancels_as_shutdown_and_exits_0() {
     let status = host.wait_exit();
     assert_eq!(status.code(), Some(0), "{status}\n{}", host.output());
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
-    let run = assert_all_final(&store, &host);
-    assert_eq!(run.state, RunState::Cancelled, "{run:?}");
-    assert_eq!(
-        run.error.as_deref(),
-        Some("cancelled (shutdown)"),
-        "{run:?}"
-    );
+    assert_cancelled_by_shutdown(&assert_all_final(&store, &host));
     let stdout = host.stdout();
     assert!(stdout.contains("1 cancelled"), "{stdout}");
     assert!(stdout.contains("every run is recorded in"), "{stdout}");
@@ -190,13 +178,7 @@ fn a_second_signal_cancels_at_once_and_still_records() {
         stderr.contains("error: the stop was forced by a second stop request: 1 running runs"),
         "{stderr}"
     );
-    let run = assert_all_final(&store, &host);
-    assert_eq!(run.state, RunState::Cancelled, "{run:?}");
-    assert_eq!(
-        run.error.as_deref(),
-        Some("cancelled (shutdown)"),
-        "{run:?}"
-    );
+    assert_cancelled_by_shutdown(&assert_all_final(&store, &host));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -18,6 +18,7 @@
 
 use std::fmt;
 use std::io::IsTerminal;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Result, anyhow};
 use tracing::Dispatch;
@@ -105,6 +106,42 @@ where
     }
 }
 
+/// A log writer that keeps what is logged in memory, for tests (an embedding program's too)
+/// that check what the host logged: give it to [`dispatch`], read it with
+/// [`text`](MemoryLog::text). Clones share the buffer.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryLog(Arc<Mutex<Vec<u8>>>);
+
+impl MemoryLog {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for MemoryLog {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> MakeWriter<'w> for MemoryLog {
+    type Writer = MemoryLog;
+
+    fn make_writer(&'w self) -> MemoryLog {
+        self.clone()
+    }
+}
+
 /// Installs the process's log subscriber on stderr (see the module documentation), with
 /// `default_filter` unless `TAKT_LOG` / `RUST_LOG` say otherwise.
 pub(crate) fn install(format: LogFormat, default_filter: &str) -> Result<()> {
@@ -117,36 +154,7 @@ pub(crate) fn install(format: LogFormat, default_filter: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
-
-    /// A writer into a shared buffer.
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Buffer {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'w> MakeWriter<'w> for Buffer {
-        type Writer = Buffer;
-        fn make_writer(&'w self) -> Buffer {
-            self.clone()
-        }
-    }
-
-    impl Buffer {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-        }
-    }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
@@ -157,10 +165,10 @@ mod tests {
     }
 
     fn logged(filter: EnvFilter, format: LogFormat, emit: impl FnOnce()) -> String {
-        let buffer = Buffer::default();
-        let d = dispatch(filter, format, false, buffer.clone());
+        let log = MemoryLog::default();
+        let d = dispatch(filter, format, false, log.clone());
         tracing::dispatcher::with_default(&d, emit);
-        buffer.text()
+        log.text()
     }
 
     #[test]
