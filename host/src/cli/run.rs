@@ -30,7 +30,7 @@ pub(super) struct RunArgs {
     /// The config file [default: takt.toml in the working directory].
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
-    /// Stop by itself after this long (e.g. 30s, 5m), as Ctrl-C would.
+    /// Stop by itself after this long (e.g. 30s, 5m), as SIGTERM or Ctrl-C would.
     #[arg(long = "for", value_name = "DURATION", allow_hyphen_values = true)]
     run_for: Option<String>,
     /// How logs are written to stderr: text (human-readable lines) or json (one object per
