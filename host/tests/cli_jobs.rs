@@ -31,6 +31,14 @@ impl TempDir {
         TempDir(dir)
     }
 
+    /// A directory with a migrated `takt.db` in it (commands other than `init`, `db
+    /// migrate` and `run` never create one).
+    fn migrated(name: &str) -> TempDir {
+        let d = TempDir::new(name);
+        d.ok(&["db", "migrate"]);
+        d
+    }
+
     fn db(&self) -> PathBuf {
         self.0.join("takt.db")
     }
@@ -95,6 +103,7 @@ fn migrate_twice_then_up_to_date() {
     let first = String::from_utf8(out.stdout).expect("utf-8");
     assert!(first.contains("applied migration 0001"), "{first}");
     assert!(first.contains("applied migration 0002"), "{first}");
+    assert!(first.contains("applied migration 0003"), "{first}");
     // Progress on stderr (not a terminal here: whole lines): each migration's start and end.
     let progress = String::from_utf8(out.stderr).expect("utf-8");
     assert!(
@@ -107,7 +116,7 @@ fn migrate_twice_then_up_to_date() {
     );
     assert!(d.db().exists(), "default takt.db in the working directory");
     let second = d.ok(&["db", "migrate"]);
-    assert!(second.contains("up to date (version 2)"), "{second}");
+    assert!(second.contains("up to date (version 3)"), "{second}");
     // --db wins over the default, TAKT_DB over takt.db.
     let other = d.0.join("other.db");
     d.ok(&["db", "migrate", "--db", other.to_str().unwrap()]);
@@ -125,7 +134,7 @@ fn migrate_twice_then_up_to_date() {
 
 #[test]
 fn add_list_show_in_text_and_json() {
-    let d = TempDir::new("add");
+    let d = TempDir::migrated("add");
     let added = d.ok(&[
         "job",
         "add",
@@ -247,7 +256,7 @@ fn add_list_show_in_text_and_json() {
 
 #[test]
 fn bad_input_is_refused_with_precise_messages() {
-    let d = TempDir::new("bad");
+    let d = TempDir::migrated("bad");
     let base = ["job", "add", "--name", "x", "--handler", "examples::hello"];
     let with = |extra: &[&str]| {
         let mut a = base.to_vec();
@@ -330,7 +339,7 @@ fn bad_input_is_refused_with_precise_messages() {
 
 #[test]
 fn update_enable_disable_trigger() {
-    let d = TempDir::new("update");
+    let d = TempDir::migrated("update");
     d.ok(&[
         "job",
         "add",
@@ -408,6 +417,7 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
         node: NodeId("node-t".into()),
+        instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),
         now,
         limit: 10,
@@ -446,7 +456,7 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
 
 #[test]
 fn runs_and_logs_show_seeded_rows() {
-    let d = TempDir::new("runs");
+    let d = TempDir::migrated("runs");
     let ok_id = seed_run(&d, "good", false);
     let bad_id = seed_run(&d, "bad", true);
 
@@ -511,7 +521,7 @@ fn runs_and_logs_show_seeded_rows() {
 
 #[test]
 fn remove_needs_yes_only_when_runs_exist() {
-    let d = TempDir::new("remove");
+    let d = TempDir::migrated("remove");
     d.ok(&[
         "job",
         "add",
@@ -620,7 +630,7 @@ fn corrupt_and_read_only_files_give_the_store_error() {
 
 #[test]
 fn logs_follow_waits_for_the_run_to_end() {
-    let d = TempDir::new("follow");
+    let d = TempDir::migrated("follow");
     d.ok(&[
         "job",
         "add",
@@ -637,6 +647,7 @@ fn logs_follow_waits_for_the_run_to_end() {
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
         node: NodeId("node-f".into()),
+        instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),
         now,
         limit: 10,
@@ -697,7 +708,7 @@ fn logs_follow_waits_for_the_run_to_end() {
 
 #[test]
 fn negative_numbers_and_durations_name_the_option_and_the_form() {
-    let d = TempDir::new("negative");
+    let d = TempDir::migrated("negative");
     let add = |extra: &[&str]| {
         let mut a = vec!["job", "add", "--name", "x", "--handler", "examples::hello"];
         a.extend_from_slice(extra);
@@ -792,7 +803,7 @@ fn negative_numbers_and_durations_name_the_option_and_the_form() {
 
 #[test]
 fn a_past_at_is_refused_unless_allowed() {
-    let d = TempDir::new("past-at");
+    let d = TempDir::migrated("past-at");
     let base = [
         "job",
         "add",
@@ -891,7 +902,7 @@ fn a_past_at_is_refused_unless_allowed() {
 
 #[test]
 fn show_has_each_field_once_and_update_help_has_no_add_defaults() {
-    let d = TempDir::new("show-once");
+    let d = TempDir::migrated("show-once");
     d.ok(&[
         "job",
         "add",
@@ -939,7 +950,7 @@ fn show_has_each_field_once_and_update_help_has_no_add_defaults() {
 
 #[test]
 fn every_job_subcommand_prints_json() {
-    let d = TempDir::new("json-everywhere");
+    let d = TempDir::migrated("json-everywhere");
     let added = d.json(&[
         "job",
         "add",

@@ -194,6 +194,8 @@ fn every_command_ends_quietly_on_a_stdout_closed_before_it_writes() {
 #[test]
 fn a_failing_command_still_says_why_and_exits_1_with_stdout_closed() {
     let d = TempDir::new("failing");
+    let out = d.command(&["db", "migrate"]).output().expect("takt runs");
+    assert!(out.status.success(), "{out:?}");
     let out = closed_at_once(&d, &["job", "show", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);

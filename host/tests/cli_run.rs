@@ -368,6 +368,8 @@ fn an_allowed_past_at_is_handled_as_a_misfire() {
         .round(jiff::Unit::Second)
         .unwrap();
     let at = past.to_string();
+    let out = takt(&dir, &["db", "migrate", "--db", "takt.db"]);
+    assert!(out.status.success(), "{:?}", text(&out));
     for (name, misfire) in [("late-skip", "skip"), ("late-once", "fire-once")] {
         let out = takt(
             &dir,

@@ -21,7 +21,7 @@ use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{
     OffsetClock, Scheduler, SchedulerConfig, SchedulerError, SchedulerEvent, SchedulerHandle,
 };
-use crate::store::{AnyStore, NodeInfo};
+use crate::store::AnyStore;
 use takt_core::store::StoreErrorKind;
 
 /// Options of `takt run`.
@@ -33,6 +33,11 @@ pub(super) struct RunArgs {
     /// Stop by itself after this long (e.g. 30s, 5m), as SIGTERM or Ctrl-C would.
     #[arg(long = "for", value_name = "DURATION", allow_hyphen_values = true)]
     run_for: Option<String>,
+    /// Take this node id over from a process on another machine whose heartbeat still looks
+    /// live (one that is gone for good); its running runs are recovered when their leases
+    /// expire. Without it such a start is refused.
+    #[arg(long)]
+    takeover: bool,
     /// How logs are written to stderr: text (human-readable lines) or json (one object per
     /// line) [default: log_format of the config, else text]. The level is TAKT_LOG's.
     #[arg(long, value_name = "text|json")]
@@ -64,13 +69,18 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         // process, also while the host is still starting.
         let (stopper, requests) = super::signals::channel();
         super::signals::listen(stopper).context("cannot listen for stop signals")?;
-        host(config, run_for, requests).await
+        host(config, run_for, args.takeover, requests).await
     })
 }
 
 /// The host until it has stopped: start, print runs, and stop gracefully on the first of
-/// `stop` (see [`super::signals`]) or the end of `run_for`.
-async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests) -> Result<()> {
+/// `stop` (see [`super::signals`]), the end of `run_for`, or a takeover of its node id.
+async fn host(
+    config: Config,
+    run_for: Option<Duration>,
+    takeover: bool,
+    mut stop: StopRequests,
+) -> Result<()> {
     if let Some(dir) = config
         .database
         .sqlite_path()
@@ -182,14 +192,11 @@ async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests)
     sched_config.tags = config.tags.clone();
     sched_config.lease = config.lease;
     sched_config.renew_every = config.renew_every;
+    sched_config.takeover = takeover;
+    // The runs this process claims carry it: what is still `running` under it after the stop
+    // was not recorded (see `unrecorded`).
+    let instance = sched_config.instance.clone();
     let clock = Arc::new(OffsetClock::new(test_clock_skew()?));
-    let node = NodeInfo {
-        id: config.node_id.clone(),
-        host_name: crate::config::host_name(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        capacity: config.capacity,
-        tags: config.tags.clone(),
-    };
     if let Some(offset) = sync_clock(&store, &clock).await? {
         outln!(
             "scheduling by the database clock: it is {} ms {} this node's",
@@ -208,7 +215,6 @@ async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests)
         )?;
         return Ok(());
     }
-    store.node_heartbeat(&node).await?;
     let scheduler = Scheduler::new(
         sched_config,
         store.clone(),
@@ -221,19 +227,16 @@ async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests)
         let handle = handle.clone();
         store.listen(move || handle.wake())
     };
-    // The node's heartbeat and the clock offset, refreshed with the lease renewals; a failure
-    // is reported and tried again next time (the loop reports its own store errors).
+    // The clock offset, measured again as often as the leases are renewed (the loop's
+    // renewals are the node's heartbeat); a failure is reported and tried again next time.
     let keeper = {
-        let (store, clock, node) = (store.clone(), clock.clone(), node.clone());
+        let (store, clock) = (store.clone(), clock.clone());
         let every = config.renew_every;
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 if let Err(e) = sync_clock(&store, &clock).await {
                     tracing::warn!("cannot read the database clock: {e}");
-                }
-                if let Err(e) = store.node_heartbeat(&node).await {
-                    tracing::warn!("the heartbeat of node {} failed: {e}", node.id);
                 }
             }
         })
@@ -286,6 +289,8 @@ async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests)
         started: 0,
     };
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
+    // Set when another process takes this node id over: the node stops, and so does takt run.
+    let mut taken_over: Option<String> = None;
     let why = loop {
         let sleep = async {
             match deadline {
@@ -295,6 +300,10 @@ async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests)
         };
         tokio::select! {
             ev = events.recv() => match ev {
+                Ok(SchedulerEvent::TakenOver { message }) => {
+                    taken_over = Some(message);
+                    break format!("node {} was taken over by another process", config.node_id);
+                }
                 Ok(ev) => printer.print(&ev, &mut names).await?,
                 Err(RecvError::Lagged(n)) => outln!("({n} run events not shown: the terminal is slower than the runs)")?,
                 Err(RecvError::Closed) => break "the scheduler ended".to_string(),
@@ -321,9 +330,6 @@ async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests)
     if let Some(l) = listener {
         l.abort();
     }
-    if let Err(e) = store.node_stopped(&config.node_id).await {
-        tracing::warn!("cannot record the stop of node {}: {e}", config.node_id);
-    }
     while let Ok(ev) = events.try_recv() {
         printer.print(&ev, &mut names).await?;
     }
@@ -339,12 +345,19 @@ async fn host(config: Config, run_for: Option<Duration>, mut stop: StopRequests)
         if ended.is_empty() { "" } else { ", " },
         ended.join(", ")
     );
-    match unrecorded(&store, &config.node_id).await {
+    if let Some(message) = taken_over {
+        // The node id is another process's now: runs this one could not finish are recovered
+        // by it when their leases expire, and the takeover is the error to report.
+        outln!("{started}")?;
+        bail!(message);
+    }
+    match unrecorded(&store, &instance).await {
         Ok(0) => outln!("{started}; every run is recorded in {}", config.database)?,
         Ok(n) => {
             outln!("{started}")?;
             bail!(
-                "{n} runs of node {} are still recorded as running in {}: their ends could not                  be stored; the node's next start fails them as \"{NODE_RESTARTED}\" and \
+                "{n} runs of node {} are still recorded as running in {}: their ends could not \
+                 be stored; the node's next start fails them as \"{NODE_RESTARTED}\" and \
                  retries them per their jobs' policies",
                 config.node_id,
                 config.database
@@ -432,9 +445,13 @@ async fn stop_gracefully(
     Ok(forced.unwrap_or(0))
 }
 
-/// How many runs of `node` are still recorded `running`: after a complete stop, those whose
-/// ends could not be stored.
-async fn unrecorded(store: &AnyStore, node: &str) -> Result<usize, takt_core::store::StoreError> {
+/// How many runs this process (its node `instance`) claimed are still recorded `running`:
+/// after a complete stop, those whose ends could not be stored. Runs an earlier process of
+/// the same node id left behind (recovered when their leases expire) are not this one's.
+async fn unrecorded(
+    store: &AnyStore,
+    instance: &takt_core::node::InstanceId,
+) -> Result<usize, takt_core::store::StoreError> {
     let filter = RunFilter {
         job: None,
         state: Some(RunState::Running),
@@ -444,7 +461,7 @@ async fn unrecorded(store: &AnyStore, node: &str) -> Result<usize, takt_core::st
         .run_list(&filter)
         .await?
         .iter()
-        .filter(|r| r.node_id.as_ref().is_some_and(|n| n.0 == node))
+        .filter(|r| r.node_instance.as_ref() == Some(instance))
         .count())
 }
 
@@ -637,6 +654,10 @@ impl Printer {
                     short_time(Timestamp::now()),
                     down_for.as_secs_f64()
                 )?;
+                return Ok(());
+            }
+            SchedulerEvent::TakenOver { message } => {
+                outln!("{}  {message}", short_time(Timestamp::now()))?;
                 return Ok(());
             }
         };

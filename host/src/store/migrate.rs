@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_indexes",
         sql: include_str!("../../../sql/sqlite/0002_claim_indexes.sql"),
     },
+    Migration {
+        version: 3,
+        name: "node_identity",
+        sql: include_str!("../../../sql/sqlite/0003_node_identity.sql"),
+    },
 ];
 
 /// The schema version this binary writes (the last migration's number).
@@ -251,6 +256,35 @@ fn apply_all(
     Ok(applied)
 }
 
+/// For a command that must not change the schema (everything but `takt init`, `takt db
+/// migrate` and `takt run`): refuses a database whose schema is not this binary's, saying how
+/// to bring it there. `current` 0 means no takt tables at all.
+pub(crate) fn require_current(
+    shown: &str,
+    current: u32,
+    latest: u32,
+    newer: fn(&str, u32, u32) -> StoreError,
+) -> StoreResult<()> {
+    match current {
+        0 => Err(no_database(shown)),
+        v if v < latest => Err(StoreError::invalid(format!(
+            "the takt database at {shown} has schema version {v}, older than this takt's \
+             {latest}; run `takt db migrate` on it (or start `takt run`, which migrates); this \
+             command changed nothing"
+        ))),
+        v if v > latest => Err(newer(shown, v, latest)),
+        _ => Ok(()),
+    }
+}
+
+/// The refusal of a command that must not create a database, on a place without one.
+pub(crate) fn no_database(shown: &str) -> StoreError {
+    StoreError::not_found(format!(
+        "no takt database at {shown}; run `takt init` (a new setup) or `takt db migrate` (an \
+         existing one) to create it, or check --db / TAKT_DB / the config's `database`"
+    ))
+}
+
 /// The refusal of a server database (PostgreSQL, SQL Server) migrated by a newer takt.
 pub(crate) fn newer_server_schema(shown: &str, version: u32, latest: u32) -> StoreError {
     StoreError::other(format!(
@@ -260,7 +294,7 @@ pub(crate) fn newer_server_schema(shown: &str, version: u32, latest: u32) -> Sto
     ))
 }
 
-fn newer_schema(path: &str, found: u32, latest: u32) -> StoreError {
+pub(crate) fn newer_schema(path: &str, found: u32, latest: u32) -> StoreError {
     StoreError::other(format!(
         "the database {path} has schema version {found}, but this takt knows versions 1 to \
          {latest} only (the database was migrated by a newer takt); run that takt version or a \

@@ -11,6 +11,7 @@
 //! backend here passes the core's conformance suite ([`takt_core::store::conformance`]).
 
 pub mod any;
+mod host_lock;
 pub mod migrate;
 pub mod mssql;
 pub mod postgres;
@@ -24,5 +25,5 @@ pub use migrate::{
     migrate,
 };
 pub use mssql::{MSSQL_MIGRATIONS, MssqlOptions, MssqlStore, mssql_latest_version};
-pub use postgres::{NodeInfo, NodeStatus, PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
+pub use postgres::{PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
 pub use sqlite::{SqliteOptions, SqliteStore};

@@ -30,11 +30,12 @@ use rusqlite::{
     params,
 };
 use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::node::{InstanceId, NodeStatus, Registered, Registration, registration};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{
     add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
-    recovery_event, run_missing, show,
+    not_registered, recovery_event, run_missing, show,
 };
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter,
@@ -44,7 +45,9 @@ use takt_core::store::{
 use tokio::sync::oneshot;
 
 use super::migrate::{self, AppliedMigration, MigrationObserver};
-use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
+use super::rows::{
+    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, RunRow, corrupt, to_i64,
+};
 
 /// The most finishes the finishing thread commits in one transaction.
 const MAX_FINISH_BATCH: usize = 256;
@@ -58,6 +61,10 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// Told what the migrations applied at open are doing (none by default).
     pub on_migration: Option<MigrationObserver>,
+    /// Create the file and apply the migrations it lacks (the default: a host and `takt db
+    /// migrate`). `false` opens only an existing takt database at this binary's schema and
+    /// refuses anything else, creating and changing nothing: what read-only commands use.
+    pub migrate: bool,
 }
 
 impl Default for SqliteOptions {
@@ -65,6 +72,7 @@ impl Default for SqliteOptions {
         SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             on_migration: None,
+            migrate: true,
         }
     }
 }
@@ -115,6 +123,10 @@ struct Shared {
     path: Arc<str>,
     db: Mutex<Db>,
     finisher: OnceLock<Option<mpsc::Sender<FinishReq>>>,
+    /// The host lock on `<file>.lock`, taken by the first [`Store::node_register`] of a
+    /// file-backed store and held until the last clone is dropped (or the process dies: the
+    /// OS releases it, so a `kill -9` never leaves it stuck).
+    host_lock: Mutex<Option<std::fs::File>>,
 }
 
 /// One finish waiting for the finishing thread.
@@ -159,9 +171,15 @@ impl SqliteStore {
     /// left untouched.
     pub fn open(path: impl AsRef<Path>, options: &SqliteOptions) -> StoreResult<SqliteStore> {
         let path = path.as_ref();
-        let mut conn = connect(path, options)?;
         let shown: Arc<str> = path.display().to_string().into();
-        migrate::apply(&mut conn, &shown, options.on_migration.as_ref())?;
+        if !options.migrate && !path.is_file() {
+            return Err(migrate::no_database(&shown));
+        }
+        // Without `migrate`, `connect` has refused anything but the current schema.
+        let mut conn = connect(path, options)?;
+        if options.migrate {
+            migrate::apply(&mut conn, &shown, options.on_migration.as_ref())?;
+        }
         let checkpointer = checkpoint_in_background(&mut conn, path, options, &shown);
         Ok(SqliteStore::from_conn(conn, shown, checkpointer))
     }
@@ -190,6 +208,7 @@ impl SqliteStore {
                     checkpointer,
                 }),
                 finisher: OnceLock::new(),
+                host_lock: Mutex::new(None),
             }),
             path,
         }
@@ -242,6 +261,29 @@ impl SqliteStore {
             Some(sender) => sender.send(req).map_err(|e| Box::new(e.0)),
             None => Err(Box::new(req)),
         }
+    }
+
+    /// Takes the file's host lock for the node registering in `reg` unless this store holds
+    /// it already; true when it was taken now (every life recorded before is then gone). An
+    /// in-memory database has no file and no other process: nothing to lock.
+    fn take_host_lock(&self, reg: &Registration) -> StoreResult<bool> {
+        if &*self.path == ":memory:" {
+            return Ok(false);
+        }
+        let mut held = self
+            .inner
+            .host_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.is_some() {
+            return Ok(false);
+        }
+        *held = Some(super::host_lock::acquire(
+            Path::new(&*self.path),
+            &reg.node,
+            reg.now,
+        )?);
+        Ok(true)
     }
 
     /// Runs `f` with the connection (synchronously; see the type's docs).
@@ -383,13 +425,12 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Conne
     {
         return Err(read_only(&shown));
     }
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| sql_error(&shown, "opening", e))?;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if options.migrate {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn =
+        Connection::open_with_flags(path, flags).map_err(|e| sql_error(&shown, "opening", e))?;
     conn.busy_timeout(options.busy_timeout)
         .map_err(|e| sql_error(&shown, "setting the busy timeout", e))?;
     // Every statement of the loop's passes and of a fire's path stays prepared (the default
@@ -405,6 +446,17 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Conne
         .map_err(|e| sql_error(&shown, "opening", e))?
     {
         return Err(read_only(&shown));
+    }
+    if !options.migrate {
+        // Before anything below writes (switching to WAL rewrites the header of a file that
+        // is not in WAL mode yet): a file that is not this takt's database stays as it is.
+        let current = migrate::current_version(&conn, &shown)?;
+        migrate::require_current(
+            &shown,
+            current,
+            migrate::latest_version(),
+            migrate::newer_schema,
+        )?;
     }
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
@@ -560,6 +612,7 @@ impl RunRow {
             progress_message: r.get(15)?,
             skip_reason: r.get(16)?,
             next_attempt_at: r.get(17)?,
+            node_instance: r.get(18)?,
         })
     }
 }
@@ -586,6 +639,7 @@ fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
         text(r.progress_message),
         text(r.skip_reason),
         int(r.next_attempt_at),
+        text(r.node_instance),
     ])
 }
 
@@ -629,6 +683,37 @@ static UPDATE_RUN_IF: LazyLock<String> = LazyLock::new(|| {
         n + 3
     )
 });
+
+fn read_node(r: &Row<'_>) -> rusqlite::Result<NodeRow> {
+    Ok(NodeRow {
+        id: r.get(0)?,
+        instance: r.get(1)?,
+        host_name: r.get(2)?,
+        pid: r.get(3)?,
+        version: r.get(4)?,
+        capacity: r.get(5)?,
+        tags: r.get(6)?,
+        started_at: r.get(7)?,
+        heartbeat_at: r.get(8)?,
+        stopped_at: r.get(9)?,
+    })
+}
+
+/// The node's row, with its running runs.
+fn node_row(tx: &Connection, path: &str, node: &NodeId) -> StoreResult<Option<NodeStatus>> {
+    let row = tx
+        .prepare_cached(&format!(
+            "SELECT {NODE_COLUMNS}, (SELECT COUNT(*) FROM runs r WHERE r.node_id = n.id \
+             AND r.state = 'running') FROM nodes n WHERE id = ?1"
+        ))
+        .and_then(|mut stmt| {
+            stmt.query_row([&node.0], |r| Ok((read_node(r)?, r.get::<_, i64>(10)?)))
+        })
+        .optional()
+        .map_err(|e| sql_error(path, "reading a node", e))?;
+    row.map(|(row, running)| row.into_status(path, running))
+        .transpose()
+}
 
 fn get_job(tx: &Connection, path: &str, id: JobId) -> StoreResult<Option<JobDef>> {
     tx.prepare_cached(&GET_JOB)
@@ -1353,28 +1438,43 @@ impl Db {
     fn lease_renew(
         &mut self,
         node: &NodeId,
+        instance: &InstanceId,
         until: Timestamp,
         now: Timestamp,
     ) -> StoreResult<Vec<RunId>> {
         let path = &*self.path;
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "UPDATE runs SET lease_expires_at = ?1 \
-                 WHERE node_id = ?2 AND state = 'running' AND lease_expires_at > ?3 \
-                 RETURNING id",
-            )
-            .map_err(|e| sql_error(path, "renewing leases", e))?;
-        stmt.query_map(params![ms(until), node.0, ms(now)], |r| r.get(0).map(RunId))
+        let tx = immediate(&mut self.conn, path)?;
+        let beat = tx
+            .prepare_cached("UPDATE nodes SET heartbeat_at = ?1 WHERE id = ?2 AND instance = ?3")
+            .and_then(|mut stmt| stmt.execute(params![ms(now), node.0, instance.0]))
+            .map_err(|e| sql_error(path, "recording a heartbeat", e))?;
+        if beat == 0 {
+            let holder = node_row(&tx, path, node)?;
+            return Err(not_registered(node, instance, holder.as_ref()));
+        }
+        let renewed = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "UPDATE runs SET lease_expires_at = ?1 \
+                     WHERE node_id = ?2 AND node_instance = ?3 AND state = 'running' \
+                     AND lease_expires_at > ?4 RETURNING id",
+                )
+                .map_err(|e| sql_error(path, "renewing leases", e))?;
+            stmt.query_map(params![ms(until), node.0, instance.0, ms(now)], |r| {
+                r.get(0).map(RunId)
+            })
             .map_err(|e| sql_error(path, "renewing leases", e))?
             .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| sql_error(path, "renewing leases", e))
+            .map_err(|e| sql_error(path, "renewing leases", e))?
+        };
+        commit(tx, path)?;
+        Ok(renewed)
     }
 
     fn run_recover_expired(
         &mut self,
         now: Timestamp,
-        node: Option<&NodeId>,
+        restart: Option<(&NodeId, &InstanceId)>,
     ) -> StoreResult<Vec<Run>> {
         let path = &*self.path;
         let tx = immediate(&mut self.conn, path)?;
@@ -1382,20 +1482,29 @@ impl Db {
             let mut stmt = tx
                 .prepare_cached(
                     "SELECT id FROM runs WHERE state = 'running' \
-                     AND ((?1 IS NOT NULL AND node_id = ?1) \
-                          OR lease_expires_at IS NULL OR lease_expires_at <= ?2) \
+                     AND ((?1 IS NOT NULL AND node_id = ?1 AND node_instance IS NOT ?2) \
+                          OR lease_expires_at IS NULL OR lease_expires_at <= ?3) \
                      ORDER BY id",
                 )
                 .map_err(|e| sql_error(path, "finding expired leases", e))?;
-            stmt.query_map(params![node.map(|n| n.0.as_str()), ms(now)], |r| r.get(0))
-                .map_err(|e| sql_error(path, "finding expired leases", e))?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(|e| sql_error(path, "finding expired leases", e))?
+            stmt.query_map(
+                params![
+                    restart.map(|(n, _)| n.0.as_str()),
+                    restart.map(|(_, i)| i.0.as_str()),
+                    ms(now)
+                ],
+                |r| r.get(0),
+            )
+            .map_err(|e| sql_error(path, "finding expired leases", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "finding expired leases", e))?
         };
         let mut out = Vec::with_capacity(ids.len());
         for id in ids.into_iter().map(RunId) {
             let mut run = need_run(&tx, path, id)?;
-            let event = recovery_event(&run, node);
+            let Some(event) = recovery_event(&run, now, restart) else {
+                continue;
+            };
             let retry = need_job(&tx, path, run.job_id)?.retry;
             let attempt = run.attempt;
             run.apply(event, now, &retry)?;
@@ -1408,6 +1517,82 @@ impl Db {
         }
         commit(tx, path)?;
         Ok(out)
+    }
+
+    /// Registers a life of a node; `proven_dead` when this call just took the file's host
+    /// lock, which no live host holds: whatever life the row names is gone.
+    fn node_register(&mut self, reg: &Registration, proven_dead: bool) -> StoreResult<Registered> {
+        let path = &*self.path;
+        let tx = immediate(&mut self.conn, path)?;
+        let current = node_row(&tx, path, &reg.node.id)?;
+        let verdict = if proven_dead {
+            Registered::Yes {
+                previous: current.clone(),
+            }
+        } else {
+            registration(current.as_ref(), reg)
+        };
+        if let Registered::Yes { .. } = verdict {
+            let r = NodeRow::of(&reg.node, reg.now);
+            tx.prepare_cached(
+                "INSERT INTO nodes (id, instance, host_name, pid, version, capacity, tags, \
+                 started_at, heartbeat_at, stopped_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
+                 ?9, NULL) ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, \
+                 host_name = excluded.host_name, pid = excluded.pid, version = excluded.version, \
+                 capacity = excluded.capacity, tags = excluded.tags, \
+                 started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, \
+                 stopped_at = NULL",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    r.id,
+                    r.instance,
+                    r.host_name,
+                    r.pid,
+                    r.version,
+                    r.capacity,
+                    r.tags,
+                    r.started_at,
+                    r.heartbeat_at
+                ])
+            })
+            .map_err(|e| sql_error(path, "registering the node", e))?;
+        }
+        commit(tx, path)?;
+        Ok(verdict)
+    }
+
+    fn node_stopped(
+        &mut self,
+        node: &NodeId,
+        instance: &InstanceId,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let path = &*self.path;
+        self.conn
+            .prepare_cached("UPDATE nodes SET stopped_at = ?1 WHERE id = ?2 AND instance = ?3")
+            .and_then(|mut stmt| stmt.execute(params![ms(now), node.0, instance.0]))
+            .map_err(|e| sql_error(path, "recording a node stop", e))?;
+        Ok(())
+    }
+
+    fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
+        let path = &*self.path;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {NODE_COLUMNS}, (SELECT COUNT(*) FROM runs r WHERE r.node_id = n.id \
+                 AND r.state = 'running') FROM nodes n ORDER BY id"
+            ))
+            .map_err(|e| sql_error(path, "listing nodes", e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((read_node(r)?, r.get::<_, i64>(10)?)))
+            .map_err(|e| sql_error(path, "listing nodes", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "listing nodes", e))?;
+        rows.into_iter()
+            .map(|(row, running)| row.into_status(path, running))
+            .collect()
     }
 
     fn run_progress(&mut self, id: RunId, progress: &Progress) -> StoreResult<()> {
@@ -1659,18 +1844,37 @@ impl Store for SqliteStore {
     async fn lease_renew(
         &self,
         node: &NodeId,
+        instance: &InstanceId,
         until: Timestamp,
         now: Timestamp,
     ) -> StoreResult<Vec<RunId>> {
-        self.with(|db| db.lease_renew(node, until, now))
+        self.with(|db| db.lease_renew(node, instance, until, now))
     }
 
     async fn run_recover_expired(
         &self,
         now: Timestamp,
-        node: Option<&NodeId>,
+        restart: Option<(&NodeId, &InstanceId)>,
     ) -> StoreResult<Vec<Run>> {
-        self.with(|db| db.run_recover_expired(now, node))
+        self.with(|db| db.run_recover_expired(now, restart))
+    }
+
+    async fn node_register(&self, reg: &Registration) -> StoreResult<Registered> {
+        let proven_dead = self.take_host_lock(reg)?;
+        self.with(|db| db.node_register(reg, proven_dead))
+    }
+
+    async fn node_stopped(
+        &self,
+        node: &NodeId,
+        instance: &InstanceId,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        self.with(|db| db.node_stopped(node, instance, now))
+    }
+
+    async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
+        self.with(|db| db.node_list())
     }
 
     async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {

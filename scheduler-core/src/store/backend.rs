@@ -12,6 +12,7 @@ use jiff::Timestamp;
 
 use super::{RunFinish, StoreError, StoreResult};
 use crate::job::{JobId, JobName};
+use crate::node::{InstanceId, NodeStatus, taken_over_message};
 use crate::run::{NodeId, Run, RunEvent, RunId, RunState, SkipReason};
 use crate::schedule::{OccurrenceKind, Schedule};
 
@@ -70,13 +71,58 @@ pub fn apply_finish(
     Ok(())
 }
 
-/// The recovery event for a running run: the restarting node's own runs are restarts (even
-/// with a live lease), everybody else's are lost leases.
-pub fn recovery_event(run: &Run, node: Option<&NodeId>) -> RunEvent {
-    if node.is_some() && run.node_id.as_ref() == node {
-        RunEvent::NodeRestarted
+/// Whether a running run is a leftover of an earlier life of the node that is `restart`ing
+/// (its id and its new instance): on that node, claimed by any other instance (or by none
+/// recorded: a run from before instances were recorded).
+pub fn is_leftover(run: &Run, restart: Option<(&NodeId, &InstanceId)>) -> bool {
+    restart.is_some_and(|(node, instance)| {
+        run.node_id.as_ref() == Some(node) && run.node_instance.as_ref() != Some(instance)
+    })
+}
+
+/// The recovery event for a running run at `now`, if it needs one: a leftover of the
+/// restarting node's earlier life is a restart (even with a live lease), any run whose lease
+/// expired is a lost lease, anything else is left alone.
+pub fn recovery_event(
+    run: &Run,
+    now: Timestamp,
+    restart: Option<(&NodeId, &InstanceId)>,
+) -> Option<RunEvent> {
+    if is_leftover(run, restart) {
+        Some(RunEvent::NodeRestarted)
+    } else if run.lease_expires_at.is_none_or(|l| l <= now) {
+        Some(RunEvent::LeaseExpired)
     } else {
-        RunEvent::LeaseExpired
+        None
+    }
+}
+
+/// The error of a lease renewal by a node life that is not (or no longer) the node's
+/// registered one: `holder` is the row's instance, if there is a row.
+pub fn not_registered(
+    node: &NodeId,
+    instance: &InstanceId,
+    holder: Option<&NodeStatus>,
+) -> StoreError {
+    match holder {
+        Some(h) => StoreError::conflict(taken_over_message(
+            node,
+            instance,
+            &format!(
+                "instance {} on {}{}",
+                h.info.instance,
+                h.info.host_name,
+                if h.info.pid == 0 {
+                    String::new()
+                } else {
+                    format!(", pid {}", h.info.pid)
+                }
+            ),
+        )),
+        None => StoreError::conflict(format!(
+            "node {node} (instance {instance}) is not registered; register it \
+             (Store::node_register) before renewing its leases"
+        )),
     }
 }
 

@@ -24,13 +24,14 @@ use jiff::Timestamp;
 
 use super::backend::{
     add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
-    recovery_event, run_missing, show,
+    not_registered, recovery_event, run_missing, show,
 };
 use super::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
     Store, StoreError, StoreResult, serves,
 };
 use crate::job::{JobDef, JobId, JobName, Priority};
+use crate::node::{InstanceId, NodeStatus, Registered, Registration, registration};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// An in-memory [`Store`]; cheap to clone (clones share the data).
@@ -61,6 +62,8 @@ struct Inner {
     running: BTreeSet<RunId>,
     /// Per job: (running, pending) run counts; absent when both are 0.
     active: HashMap<JobId, (u32, u32)>,
+    /// Registered nodes (their running counts are computed when listed).
+    nodes: BTreeMap<NodeId, NodeStatus>,
 }
 
 /// A claimable item in claim order: (priority, due, id, what).
@@ -627,15 +630,26 @@ impl Store for MemoryStore {
     async fn lease_renew(
         &self,
         node: &NodeId,
+        instance: &InstanceId,
         until: Timestamp,
         now: Timestamp,
     ) -> StoreResult<Vec<RunId>> {
         let mut inner = self.lock()?;
-        let Inner { running, runs, .. } = &mut *inner;
+        let Inner {
+            running,
+            runs,
+            nodes,
+            ..
+        } = &mut *inner;
+        match nodes.get_mut(node) {
+            Some(n) if n.info.instance == *instance => n.heartbeat_at = Some(now),
+            other => return Err(not_registered(node, instance, other.as_deref())),
+        }
         let mut renewed = Vec::new();
         for id in running.iter() {
             if let Some(run) = runs.get_mut(id)
                 && run.node_id.as_ref() == Some(node)
+                && run.node_instance.as_ref() == Some(instance)
                 && run.lease_expires_at.is_some_and(|l| l > now)
             {
                 // The lease is in no index: changed in place.
@@ -649,17 +663,14 @@ impl Store for MemoryStore {
     async fn run_recover_expired(
         &self,
         now: Timestamp,
-        node: Option<&NodeId>,
+        restart: Option<(&NodeId, &InstanceId)>,
     ) -> StoreResult<Vec<Run>> {
         let mut inner = self.lock()?;
-        let mut picked = Vec::new();
-        for id in &inner.running {
-            let run = &inner.runs[id];
-            let mine = node.is_some() && run.node_id.as_ref() == node;
-            if mine || run.lease_expires_at.is_none_or(|l| l <= now) {
-                picked.push((*id, recovery_event(run, node)));
-            }
-        }
+        let picked: Vec<_> = inner
+            .running
+            .iter()
+            .filter_map(|id| recovery_event(&inner.runs[id], now, restart).map(|e| (*id, e)))
+            .collect();
         let mut out = Vec::with_capacity(picked.len());
         for (id, event) in picked {
             let retry = inner.job(inner.runs[&id].job_id)?.retry.clone();
@@ -670,6 +681,55 @@ impl Store for MemoryStore {
             out.push(run);
         }
         Ok(out)
+    }
+
+    async fn node_register(&self, reg: &Registration) -> StoreResult<Registered> {
+        let mut inner = self.lock()?;
+        let verdict = registration(inner.nodes.get(&reg.node.id), reg);
+        if let Registered::Yes { .. } = verdict {
+            inner.nodes.insert(
+                reg.node.id.clone(),
+                NodeStatus {
+                    info: reg.node.clone(),
+                    started_at: Some(reg.now),
+                    heartbeat_at: Some(reg.now),
+                    stopped_at: None,
+                    running: 0,
+                },
+            );
+        }
+        Ok(verdict)
+    }
+
+    async fn node_stopped(
+        &self,
+        node: &NodeId,
+        instance: &InstanceId,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let mut inner = self.lock()?;
+        if let Some(n) = inner.nodes.get_mut(node)
+            && n.info.instance == *instance
+        {
+            n.stopped_at = Some(now);
+        }
+        Ok(())
+    }
+
+    async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
+        let inner = self.lock()?;
+        Ok(inner
+            .nodes
+            .values()
+            .map(|n| NodeStatus {
+                running: inner
+                    .running
+                    .iter()
+                    .filter(|id| inner.runs[id].node_id.as_ref() == Some(&n.info.id))
+                    .count() as u64,
+                ..n.clone()
+            })
+            .collect())
     }
 
     async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {
@@ -772,7 +832,7 @@ mod tests {
         eprintln!("{report}");
         report.expect_skipped(&[]);
         let stores = stores.into_inner().unwrap();
-        assert!(stores.len() >= 19);
+        assert!(stores.len() >= 23);
         for store in stores {
             store.lock().unwrap().assert_consistent();
         }
