@@ -15,15 +15,12 @@ mod host_lock;
 pub mod migrate;
 pub mod mssql;
 pub mod postgres;
-mod retry;
 mod rows;
 pub mod sqlite;
 
 pub use any::{AnyStore, Database, is_mssql_connection_string, is_postgres_url};
-pub use migrate::{
-    AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, latest_version,
-    migrate,
-};
+pub use migrate::{AppliedMigration, Migration, MigrationEvent, MigrationObserver};
 pub use mssql::{MSSQL_MIGRATIONS, MssqlOptions, MssqlStore, mssql_latest_version};
 pub use postgres::{PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
-pub use sqlite::{SqliteOptions, SqliteStore};
+pub use sqlite::migrate::migrate;
+pub use sqlite::{MIGRATIONS, SqliteOptions, SqliteStore, latest_version};

@@ -42,7 +42,9 @@ pub fn next_firing(
 }
 
 /// Applies a finish to a run read from the store: the run must still be running the expected
-/// attempt (else a conflict), and a finish in `Pending` is a retry (attempt + 1).
+/// attempt (else a conflict), and a finish in `Pending` is a retry (attempt + 1). The columns
+/// written are [`FinishWrite::of`](super::engine::FinishWrite::of) — the same rule a backend
+/// writes in one statement.
 pub fn apply_finish(
     run: &mut Run,
     id: RunId,
@@ -50,25 +52,56 @@ pub fn apply_finish(
     finish: &RunFinish,
 ) -> StoreResult<()> {
     if run.state != RunState::Running || run.attempt != expected_attempt {
-        return Err(StoreError::conflict(format!(
-            "run {id} is not running attempt {expected_attempt} (it is {}, attempt {}); \
-             another node or request changed it first: reload it",
-            run.state, run.attempt
-        )));
+        return Err(unfinishable(run, id, expected_attempt));
     }
-    run.error.clone_from(&finish.error);
-    run.result_json.clone_from(&finish.result_json);
-    run.elapsed = finish.elapsed;
-    run.lease_expires_at = None;
-    run.state = finish.state;
-    if finish.state == RunState::Pending {
-        run.attempt += 1;
-        run.next_attempt_at = finish.retry_at;
-    } else {
-        run.next_attempt_at = None;
-        run.finished_at = Some(finish.finished_at);
-    }
+    super::engine::FinishWrite::of(finish).apply(run);
     Ok(())
+}
+
+/// The refusal of a finish of attempt `expected_attempt` of `run`, which is not running it.
+pub fn unfinishable(run: &Run, id: RunId, expected_attempt: u32) -> StoreError {
+    StoreError::conflict(format!(
+        "run {id} is not running attempt {expected_attempt} (it is {}, attempt {}); another \
+         node or request changed it first: reload it",
+        run.state, run.attempt
+    ))
+}
+
+/// Whether `run` already holds `finish` of attempt `expected` (a finish whose commit was
+/// reported lost, read back).
+pub fn finished_as(run: &Run, expected: u32, finish: &RunFinish) -> bool {
+    let attempt = if finish.state == RunState::Pending {
+        expected + 1
+    } else {
+        expected
+    };
+    run.state == finish.state
+        && run.attempt == attempt
+        && run.error == finish.error
+        && run.result_json == finish.result_json
+}
+
+/// A run changed under a write that expected it unchanged while `doing` it.
+pub fn run_changed(id: RunId, doing: &str) -> StoreError {
+    StoreError::conflict(format!("run {id} changed while {doing}; try again"))
+}
+
+/// An edit of `name` from version `yours` while the store holds `stored`.
+pub fn stale_version(name: &JobName, stored: u64, yours: u64) -> StoreError {
+    StoreError::conflict(format!(
+        "job {name} was changed by someone else (stored version {stored}, yours {yours}); \
+         reload it and apply your change again"
+    ))
+}
+
+/// A compare-and-set of `job`'s next fire from `expected` that found another value.
+pub fn next_fire_moved(job: &crate::job::JobDef, expected: Option<Timestamp>) -> StoreError {
+    StoreError::conflict(format!(
+        "job {} next fire is {}, not {}; another node moved it first: reload the job",
+        job.name,
+        show(job.next_fire),
+        show(expected)
+    ))
 }
 
 /// Whether a running run is a leftover of an earlier life of the node that is `restart`ing

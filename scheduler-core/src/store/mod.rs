@@ -31,6 +31,7 @@
 
 pub mod backend;
 pub mod conformance;
+pub mod engine;
 pub mod memory;
 
 use std::fmt;

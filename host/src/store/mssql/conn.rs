@@ -21,7 +21,7 @@ use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 /// A tiberius client on a tokio TCP stream.
 pub(crate) type Conn = Client<Compat<TcpStream>>;
 
-pub(crate) use crate::store::retry::{Fail, Retry};
+pub(crate) use takt_core::store::engine::{Fail, Retry};
 
 /// SQL Server error numbers the store acts on.
 mod code {
