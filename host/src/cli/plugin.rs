@@ -1,21 +1,29 @@
 //! `takt plugin list` and `takt plugin verify`.
+//!
+//! Both check files as `takt run` would: with the `plugin_dir` and `[plugins]` pins,
+//! `require_pins` and aliases of the config (`--config`, else `takt.toml` in the working
+//! directory when there is one), flags winning over it. The shadow copies go to a temporary
+//! directory unless `--shadow-dir` says otherwise: an inspection must not need write access to
+//! a running host's shadow directory.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::table::Table;
+use crate::config::{Config, DEFAULT_FILE};
 use crate::plugins::{LoadOptions, LoadedPlugin, PluginSet, Refusal, load_file};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum PluginCmd {
     /// Load every plugin of a directory and list plugins, versions, handlers and refusals.
     List {
-        /// The plugin directory.
-        #[arg(long, default_value = "plugins", value_name = "DIR")]
-        dir: PathBuf,
+        /// The plugin directory [default: plugin_dir of the config, else $TAKT_PLUGIN_DIR,
+        /// else plugins].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
         #[command(flatten)]
         opts: LoadArgs,
     },
@@ -30,6 +38,10 @@ pub(super) enum PluginCmd {
 
 #[derive(Debug, Args)]
 pub(super) struct LoadArgs {
+    /// The config whose plugin_dir and [plugins] pins, require_pins and aliases apply, as in
+    /// `takt run` [default: takt.toml in the working directory, if there is one].
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
     /// Where content-addressed copies are loaded from [default: <temp>/takt-shadow].
     #[arg(long, value_name = "DIR")]
     shadow_dir: Option<PathBuf>,
@@ -45,8 +57,25 @@ pub(super) struct LoadArgs {
 }
 
 impl LoadArgs {
-    fn options(&self) -> Result<LoadOptions> {
+    /// The config named by `--config`, else `takt.toml` here when it exists.
+    fn config(&self) -> Result<Option<Config>> {
+        match &self.config {
+            Some(file) => Ok(Some(Config::load(file)?)),
+            None if Path::new(DEFAULT_FILE).is_file() => {
+                Ok(Some(Config::load(Path::new(DEFAULT_FILE))?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The load options: the config's pins, `require_pins` and aliases, then the flags.
+    fn options(&self, config: Option<&Config>) -> Result<LoadOptions> {
         let mut o = LoadOptions::with_temp_shadow();
+        if let Some(c) = config {
+            o.pins.clone_from(&c.pins);
+            o.require_pins = c.require_pins;
+            o.aliases.clone_from(&c.aliases);
+        }
         if let Some(d) = &self.shadow_dir {
             o.shadow_dir.clone_from(d);
         }
@@ -60,51 +89,84 @@ impl LoadArgs {
             }
             o.pins.insert(file.trim().to_string(), sha);
         }
-        o.require_pins = self.require_pins;
+        o.require_pins |= self.require_pins;
         Ok(o)
+    }
+}
+
+/// The directory to list and where that choice came from (for the header and errors).
+fn plugin_dir(flag: Option<PathBuf>, config: Option<&Config>) -> (PathBuf, String) {
+    let env = std::env::var_os("TAKT_PLUGIN_DIR").filter(|v| !v.is_empty());
+    match (flag, config, env) {
+        (Some(d), _, _) => (d, "--dir".to_string()),
+        (None, Some(c), Some(_)) => (c.plugin_dir.clone(), "TAKT_PLUGIN_DIR".to_string()),
+        (None, Some(c), None) => (
+            c.plugin_dir.clone(),
+            format!("plugin_dir of {}", c.file.display()),
+        ),
+        (None, None, Some(d)) => (PathBuf::from(d), "TAKT_PLUGIN_DIR".to_string()),
+        (None, None, None) => (
+            PathBuf::from("plugins"),
+            format!("the default: there is no {DEFAULT_FILE} here"),
+        ),
     }
 }
 
 pub(super) fn run(cmd: PluginCmd) -> Result<()> {
     match cmd {
         PluginCmd::List { dir, opts } => {
-            let set = PluginSet::load_dir(&dir, &opts.options()?);
+            let config = opts.config()?;
+            let (dir, from) = plugin_dir(dir, config.as_ref());
+            // A directory that cannot be read is the answer, not one refusal among others.
+            std::fs::read_dir(&dir).with_context(|| {
+                format!(
+                    "cannot read the plugin directory {} ({from}); give the folder that holds \
+                     the plugin files with --dir, or set plugin_dir in {DEFAULT_FILE}",
+                    dir.display()
+                )
+            })?;
+            let set = PluginSet::load_dir(&dir, &opts.options(config.as_ref())?);
             if opts.json {
                 let doc = json!({
                     "dir": dir.display().to_string(),
+                    "dir_from": from,
+                    "config": config.as_ref().map(|c| c.file.display().to_string()),
                     "plugins": set.plugins().iter().map(|p| plugin_json(p)).collect::<Vec<_>>(),
                     "refused": set.refusals().iter().map(refusal_json).collect::<Vec<_>>(),
                 });
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                outln!("{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
-                print!("{}", list_text(&set));
+                outln!("plugin directory {} ({from})", dir.display())?;
+                out!("{}", list_text(&set))?;
             }
             Ok(())
         }
-        PluginCmd::Verify { file, opts } => match load_file(&file, &opts.options()?) {
-            Ok(p) => {
-                if opts.json {
-                    println!("{}", serde_json::to_string_pretty(&plugin_json(&p))?);
-                } else {
-                    println!(
-                        "ok: {} is plugin {} {} (takt-plugin-api {}, sha256 {})",
-                        file.display(),
-                        p.name,
-                        p.version,
-                        p.api_version,
-                        p.sha256
-                    );
-                    print!("{}", handlers_text(&p));
+        PluginCmd::Verify { file, opts } => {
+            match load_file(&file, &opts.options(opts.config()?.as_ref())?) {
+                Ok(p) => {
+                    if opts.json {
+                        outln!("{}", serde_json::to_string_pretty(&plugin_json(&p))?)?;
+                    } else {
+                        outln!(
+                            "ok: {} is plugin {} {} (takt-plugin-api {}, sha256 {})",
+                            file.display(),
+                            p.name,
+                            p.version,
+                            p.api_version,
+                            p.sha256
+                        )?;
+                        out!("{}", handlers_text(&p))?;
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-            Err(r) => {
-                if opts.json {
-                    println!("{}", serde_json::to_string_pretty(&refusal_json(&r))?);
+                Err(r) => {
+                    if opts.json {
+                        outln!("{}", serde_json::to_string_pretty(&refusal_json(&r))?)?;
+                    }
+                    bail!("{r}")
                 }
-                bail!("{r}")
             }
-        },
+        }
     }
 }
 
