@@ -162,7 +162,7 @@ fn migration_checks_on_files() {
 
 /// Four hosts starting at once on a new file, on real threads (the migration checks poll
 /// SQLite's synchronous opens in turn): every open succeeds and each migration is recorded
-/// once, because the migrator takes the write lock before it reads the version.
+/// once, because each migration re-reads the version once it holds the write lock.
 #[test]
 fn hosts_starting_together_on_threads_migrate_a_new_file_once() {
     let dir = TempDir::new("migrate-threads");
