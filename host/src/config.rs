@@ -16,6 +16,7 @@
 //! | `TAKT_TZ` | `timezone` |
 //! | `TAKT_EXE_ALLOWLIST` | `[exe] allowlist` (entries separated like `PATH`) |
 //! | `TAKT_SQL_CONNECTION_<NAME>` | `[sql.connections] <name>` (a password need not be in the file) |
+//! | `TAKT_HTTP_CONNECTION_<NAME>` | `[http_client.connections.<name>]`: a URL, or JSON whose keys replace the file's and whose headers are added (a token need not be in the file) |
 //! | `TAKT_LOG_FORMAT` | `log_format` (`text` or `json`) |
 //!
 //! The level of the logs is not a key: `TAKT_LOG` (or `RUST_LOG`) sets it, as for every
@@ -132,6 +133,10 @@ pub struct Config {
     /// The named connections of the built-in `sql::proc` (`[sql.connections]`, each
     /// replaceable by `TAKT_SQL_CONNECTION_<NAME>`); its `Debug` never shows a string.
     pub sql: takt_plugin_sql::SqlOptions,
+    /// The named connections of the built-in `http::request` (`[http_client.connections]`,
+    /// each overridable by `TAKT_HTTP_CONNECTION_<NAME>`); its `Debug` never shows a header
+    /// value.
+    pub http: takt_plugin_http::HttpOptions,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
 }
@@ -160,7 +165,19 @@ struct FileConfig {
     #[serde(default)]
     sql: SqlSection,
     #[serde(default)]
+    http_client: HttpClientSection,
+    #[serde(default)]
     jobs: Vec<JobEntry>,
+}
+
+/// `[http_client]`: the built-in WebAPI executor (`http::request`), a client of other
+/// services (not takt's own HTTP server).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpClientSection {
+    /// Named connections `http::request` jobs refer to: `url`, `headers`, `ca_file`.
+    #[serde(default)]
+    connections: BTreeMap<String, takt_plugin_http::ConnectionSpec>,
 }
 
 /// `[sql]`: the built-in stored-procedure executor.
@@ -393,6 +410,21 @@ impl Config {
             sql.add(name, &value, &source)
                 .map_err(|e| err("sql.connections", e))?;
         }
+        let mut http = takt_plugin_http::HttpOptions::default();
+        for (name, spec) in &raw.http_client.connections {
+            let key = format!("http_client.connections.{name}");
+            let mut spec = spec.clone();
+            spec.ca_file = spec.ca_file.map(from_file);
+            let var = takt_plugin_http::ConnectionSpec::env_var(name);
+            let source = match env(&var) {
+                Some(v) => {
+                    spec.merge_env(&v).map_err(|e| env_err(&var, e))?;
+                    format!("[http_client.connections] in {shown} and {var} in the environment")
+                }
+                None => format!("[http_client.connections] in {shown}"),
+            };
+            http.add(name, &spec, &source).map_err(|e| err(&key, e))?;
+        }
         let tags: Vec<String> = match env("TAKT_NODE_TAGS") {
             Some(v) => v
                 .split(',')
@@ -545,6 +577,7 @@ impl Config {
             exe_allowlist,
             exe_allowlist_source,
             sql,
+            http,
             jobs,
         })
     }
@@ -905,6 +938,71 @@ enabled = false
         )
         .unwrap();
         assert_eq!(c.sql.names(), ["line-a"]);
+    }
+
+    #[test]
+    fn http_connections_are_checked_merged_with_the_environment_and_never_shown() {
+        assert!(parse("").unwrap().http.names().is_empty());
+        let text = "[http_client.connections.mes]\nurl = \"https://mes.local/api/\"\n\
+                    headers = { Accept = \"application/json\", Authorization = \"Bearer tok-file\" }\n\
+                    [http_client.connections.line-a]\nurl = \"http://10.0.0.3:8080\"";
+        let c = parse(text).unwrap();
+        assert_eq!(c.http.names(), ["line-a", "mes"]);
+        assert!(!format!("{c:?}").contains("tok-file"));
+        for (text, key, want) in [
+            (
+                "[http_client.connections.mes]\nheaders = {}",
+                "http_client.connections.mes",
+                "url is missing",
+            ),
+            (
+                "[http_client.connections.mes]\nurl = \"mes.local\"",
+                "http_client.connections.mes",
+                "url: \"mes.local\" is not a URL",
+            ),
+            (
+                "[http_client.connections.mes]\nurl = \"https://h/\"\nca_file = \"certs/ca.pem\"",
+                "http_client.connections.mes",
+                "ca_file: cannot read /etc/takt/certs/ca.pem",
+            ),
+            (
+                "[http_client.connections.\"a b\"]\nurl = \"https://h/\"",
+                "http_client.connections.a b",
+                "not a connection name",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+            assert!(e.message.contains(want), "{e}\n  wanted: {want}");
+        }
+        let e = parse("[http_client.connections.mes]\nurl = \"https://h/\"\ntoken = \"x\"")
+            .unwrap_err();
+        assert!(e.message.contains("unknown field `token`"), "{e}");
+        let e = parse("[http_client]\nconnection = {}").unwrap_err();
+        assert!(e.message.contains("unknown field `connection`"), "{e}");
+        // The environment adds the token, so it can stay out of the file; a bad value is
+        // refused naming the variable, without repeating it.
+        let env = |value: &'static str| {
+            move |k: &str| (k == "TAKT_HTTP_CONNECTION_LINE_A").then(|| value.to_string())
+        };
+        let c = Config::parse(
+            text,
+            Path::new("/c/takt.toml"),
+            env(r#"{"headers": {"Authorization": "Bearer tok-env"}}"#),
+        )
+        .unwrap();
+        assert!(!format!("{c:?}").contains("tok-env"));
+        let e = Config::parse(
+            text,
+            Path::new("/c/takt.toml"),
+            env(r#"{"headers": {"Authorization": 7}, "x": "tok-env"}"#),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            ("environment", "TAKT_HTTP_CONNECTION_LINE_A")
+        );
+        assert!(!e.message.contains("tok-env"), "{e}");
     }
 
     #[test]

@@ -114,6 +114,8 @@ fn template(plugin_dir: &Path, tokens: &Path) -> String {
 #   TAKT_LOG_FORMAT             log_format (text or json)
 #   TAKT_EXE_ALLOWLIST          [exe] allowlist, separated like PATH
 #   TAKT_SQL_CONNECTION_<NAME>  [sql.connections] <name> (upper case, - and . as _)
+#   TAKT_HTTP_CONNECTION_<NAME> [http_client.connections.<name>]: a URL, or JSON such as
+#                               {{"headers": {{"Authorization": "Bearer …"}}}} (added to the file's)
 # and, not a key here, the level of the logs on stderr:
 #   TAKT_LOG (else RUST_LOG)    e.g. warn, info, debug, or takt_host=debug,warn (default: info
 #                               for takt, warn for the libraries it uses)
@@ -177,6 +179,18 @@ grace = "10s"
 # A job:  handler = "sql::proc"
 #         params = {{ connection = "mes", procedure = "dbo.usp_CloseShift",
 #                    params = {{ LineId = 3, Day = {{ type = "date", value = "2026-06-01" }} }} }}
+
+[http_client.connections]
+# http::request, the built-in WebAPI executor (seed 004), calls these named connections: a job
+# names one ("connection": "mes") and a path below its url, never a token. Header values are
+# never logged; keep tokens out of this file with TAKT_HTTP_CONNECTION_<NAME>.
+# [http_client.connections.mes]
+# url = "https://mes.factory.local/api/"
+# headers = {{ Accept = "application/json" }}   # Authorization from TAKT_HTTP_CONNECTION_MES
+# ca_file = "certs/factory-ca.pem"             # an internal CA, trusted beside the system's
+# A job:  handler = "http::request"
+#         params = {{ method = "POST", connection = "mes", path = "shifts/close",
+#                    json = {{ line = 3, shift = "A" }}, timeoutMs = 30000 }}
 
 # Jobs. Each is synced into the database when `takt run` starts (matched by name; jobs added
 # with the command line or the API are left alone). Keys:
@@ -252,8 +266,10 @@ mod tests {
                     .collect();
                 let mut name = name.trim_end_matches('_').to_string();
                 // One variable per named connection: TAKT_SQL_CONNECTION_MES, …
-                if name.starts_with("TAKT_SQL_CONNECTION") {
-                    name = "TAKT_SQL_CONNECTION_<NAME>".to_string();
+                for family in ["TAKT_SQL_CONNECTION", "TAKT_HTTP_CONNECTION"] {
+                    if name.starts_with(family) {
+                        name = format!("{family}_<NAME>");
+                    }
                 }
                 // Test-only variables are not configuration.
                 if !name.starts_with("TAKT_TEST") && name != "TAKT_" && !vars.contains(&name) {
@@ -265,6 +281,7 @@ mod tests {
             "TAKT_DB",
             "TAKT_LOG_FORMAT",
             "TAKT_SQL_CONNECTION_<NAME>",
+            "TAKT_HTTP_CONNECTION_<NAME>",
             "TAKT_LOG",
         ] {
             assert!(

@@ -33,7 +33,7 @@ pub use crate::config::LogFormat;
 /// The default filter of `takt run`: takt's own crates at `info` (a node's start-up, recovery
 /// and outage notes are worth having in the service log), every dependency at `warn`.
 pub const RUN_FILTER: &str = "takt_host=info,takt_core=info,takt_plugin_api=info,\
-                              takt_plugin_exe=info,takt_plugin_sql=info,warn";
+                              takt_plugin_exe=info,takt_plugin_sql=info,takt_plugin_http=info,warn";
 
 /// The default filter of the one-shot commands (`job …`, `runs`, …): only what went wrong,
 /// so their output stays what scripts read.

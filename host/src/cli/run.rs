@@ -133,6 +133,15 @@ async fn host(
              executor (sql::proc) built in, configured by [sql.connections] in takt.toml",
         )
         .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
+    let http = http_options(&config)?;
+    let http_names = http.names();
+    plugins
+        .add_builtin(
+            http_plugin(http)?,
+            "remove the file from the plugin directory: takt run has the WebAPI executor \
+             (http::request) built in, configured by [http_client.connections] in takt.toml",
+        )
+        .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
     let plugins = Arc::new(plugins);
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
@@ -169,6 +178,13 @@ async fn host(
         outln!("sql::proc has no connections: add them to [sql.connections]")?;
     } else {
         outln!("sql::proc connections: {}", sql_names.join(", "))?;
+    }
+    if http_names.is_empty() {
+        outln!(
+            "http::request has no connections (jobs give a url): add them to [http_client.connections]"
+        )?;
+    } else {
+        outln!("http::request connections: {}", http_names.join(", "))?;
     }
     if plugins
         .plugins()
@@ -526,6 +542,20 @@ fn sql_options(config: &Config) -> Result<takt_plugin_sql::SqlOptions> {
 fn sql_plugin(options: takt_plugin_sql::SqlOptions) -> Result<takt_plugin_api::abi::PluginRef> {
     takt_plugin_api::static_plugin!(move || takt_plugin_sql::plugin(options))
         .map_err(|e| anyhow::anyhow!("the built-in sql executor is invalid: {e}"))
+}
+
+/// The named connections of `[http_client.connections]` (with their environment overrides),
+/// plus those only set in the environment (`TAKT_HTTP_CONNECTION_<NAME>`).
+fn http_options(config: &Config) -> Result<takt_plugin_http::HttpOptions> {
+    let mut options = config.http.clone();
+    options.add_from_env().map_err(|e| anyhow::anyhow!(e))?;
+    Ok(options)
+}
+
+/// The built-in WebAPI executor (`http::request`), compiled in, with `options`.
+fn http_plugin(options: takt_plugin_http::HttpOptions) -> Result<takt_plugin_api::abi::PluginRef> {
+    takt_plugin_api::static_plugin!(move || takt_plugin_http::plugin(options))
+        .map_err(|e| anyhow::anyhow!("the built-in http executor is invalid: {e}"))
 }
 
 /// Inserts new file jobs, updates changed ones, disables file jobs the file no longer

@@ -21,11 +21,21 @@ pub(crate) async fn run_once(
     params: &serde_json::Value,
     timeout: Option<Duration>,
 ) -> (Run, Vec<String>) {
-    let mut events = host.subscribe();
     let n = store.job_list().await.unwrap().len();
     let mut job = JobDef::new(&format!("job-{n}"), handler).unwrap();
     job.params_json = params.to_string();
     job.timeout = timeout;
+    run_job(host, store, job).await
+}
+
+/// Adds `job` (as it is: retry policy and all), triggers it, and returns its run once final,
+/// with its log messages.
+pub(crate) async fn run_job(
+    host: &Host<MemoryStore>,
+    store: &MemoryStore,
+    job: JobDef,
+) -> (Run, Vec<String>) {
+    let mut events = host.subscribe();
     let id = host.add_job(job).await.unwrap().id.unwrap();
     host.trigger(id).await.unwrap();
     let run = loop {
