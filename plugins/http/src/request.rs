@@ -635,13 +635,9 @@ fn chain(e: &reqwest::Error) -> String {
         }
         source = s.source();
     }
-    // The innermost causes say what happened ("connection refused"); hyper's outer ones
-    // ("client error (Connect)") only where.
-    match parts.last() {
-        Some(last) if parts.len() > 1 => format!("{last} ({})", parts[0]),
-        Some(only) => only.clone(),
-        None => e.to_string(),
-    }
+    // The innermost cause says what happened ("connection refused"); hyper's outer ones
+    // ("client error (Connect)") only that it was hyper.
+    parts.pop().unwrap_or_else(|| e.to_string())
 }
 
 /// The rustls error inside `e`, if the TLS handshake failed on a certificate or protocol
