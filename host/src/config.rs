@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use takt_core::job::{JobDef, Priority};
+use takt_core::job::{Isolation, JobDef, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::schedule::{Zone, parse_duration};
 
@@ -192,6 +192,7 @@ struct JobEntry {
     node_tag: Option<String>,
     enabled: Option<bool>,
     description: Option<String>,
+    isolation: Option<String>,
 }
 
 impl Config {
@@ -581,6 +582,11 @@ impl JobEntry {
         job.node_tag = self.node_tag.filter(|t| !t.is_empty());
         job.enabled = self.enabled.unwrap_or(true);
         job.description = self.description;
+        if let Some(i) = &self.isolation {
+            job.isolation = i
+                .parse::<Isolation>()
+                .map_err(|e| ("isolation", e.to_string()))?;
+        }
         job.application = Some(CONFIG_APPLICATION.to_string());
         job.validate().map_err(|e| ("", e.to_string()))?;
         Ok(job)

@@ -98,7 +98,7 @@ fn conformance_on_postgres() {
         eprintln!("postgres: {report}");
         schemas.drop_all().await;
         report.expect_skipped(&[]);
-        assert_eq!(report.passed.len(), 20, "every check ran");
+        assert_eq!(report.passed.len(), 21, "every check ran");
     });
 }
 

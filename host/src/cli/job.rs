@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use takt_core::Timestamp;
-use takt_core::job::{JobDef, JobName, Priority};
+use takt_core::job::{Isolation, JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy};
 use takt_core::schedule::{Rule, Schedule, format_duration, parse_duration};
 use takt_core::store::{RunFilter, Store};
@@ -190,6 +190,10 @@ struct JobOpts {
     /// Free text.
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
+    /// Where the plugin runs: in-process (the host's own process, unless the host isolates
+    /// the plugin) or process (a worker child process the host can kill) [default: in-process].
+    #[arg(long, value_name = "in-process|process")]
+    isolation: Option<String>,
     /// Cron only: how day-of-month and day-of-week combine when both are set.
     #[arg(long, value_name = "or|and")]
     day_match: Option<String>,
@@ -250,6 +254,11 @@ impl JobOpts {
         }
         if let Some(d) = &self.description {
             job.description = (!d.is_empty()).then(|| d.clone());
+        }
+        if let Some(i) = &self.isolation {
+            job.isolation = i
+                .parse::<Isolation>()
+                .map_err(|e| anyhow!("--isolation: {e}"))?;
         }
         Ok(())
     }
@@ -390,6 +399,7 @@ fn job_json(job: &JobDef, fires: &[Timestamp]) -> Value {
         "application": job.application,
         "owner": job.owner,
         "description": job.description,
+        "isolation": job.isolation.name(),
         "effective_from": job.effective_from.map(|t| t.to_string()),
         "expires_at": job.expires_at.map(|t| t.to_string()),
         "next_fire": job.next_fire.map(|t| t.to_string()),
@@ -445,6 +455,7 @@ fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
     t.row(["application".to_string(), opt(&job.application)]);
     t.row(["owner".to_string(), opt(&job.owner)]);
     t.row(["description".to_string(), opt(&job.description)]);
+    t.row(["isolation".to_string(), job.isolation.to_string()]);
     t.row(["effective from".to_string(), opt_ts(job.effective_from)]);
     t.row(["expires at".to_string(), opt_ts(job.expires_at)]);
     t.row(["next fire (UTC)".to_string(), opt_ts(job.next_fire)]);

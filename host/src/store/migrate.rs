@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_indexes",
         sql: include_str!("../../../sql/sqlite/0002_claim_indexes.sql"),
     },
+    Migration {
+        version: 4,
+        name: "isolation_plugin_builds",
+        sql: include_str!("../../../sql/sqlite/0004_isolation_plugin_builds.sql"),
+    },
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -503,15 +503,16 @@ impl JobRow {
             application: r.get(18)?,
             owner: r.get(19)?,
             description: r.get(20)?,
-            next_fire: r.get(21)?,
-            version: r.get(22)?,
-            updated_at: r.get(23)?,
+            isolation: r.get(21)?,
+            next_fire: r.get(22)?,
+            version: r.get(23)?,
+            updated_at: r.get(24)?,
         })
     }
 }
 
 /// The column values of a job's definition (everything but id, version, updated_at and
-/// next fire), in `JOB_COLUMNS` order from `group_name` to `description`.
+/// next fire), in `JOB_COLUMNS` order from `group_name` to `isolation`.
 fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
     let r = JobRow::of(job, Timestamp::UNIX_EPOCH)?;
     let text = |v: Option<String>| v.map_or(Value::Null, Value::Text);
@@ -536,6 +537,7 @@ fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
         text(r.application),
         text(r.owner),
         text(r.description),
+        Value::Text(r.isolation),
     ])
 }
 
@@ -560,6 +562,9 @@ impl RunRow {
             progress_message: r.get(15)?,
             skip_reason: r.get(16)?,
             next_attempt_at: r.get(17)?,
+            plugin: r.get(18)?,
+            plugin_version: r.get(19)?,
+            plugin_sha256: r.get(20)?,
         })
     }
 }
@@ -586,6 +591,9 @@ fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
         text(r.progress_message),
         text(r.skip_reason),
         int(r.next_attempt_at),
+        text(r.plugin),
+        text(r.plugin_version),
+        text(r.plugin_sha256),
     ])
 }
 

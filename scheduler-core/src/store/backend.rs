@@ -58,6 +58,7 @@ pub fn apply_finish(
     run.error.clone_from(&finish.error);
     run.result_json.clone_from(&finish.result_json);
     run.elapsed = finish.elapsed;
+    run.plugin.clone_from(&finish.plugin);
     run.lease_expires_at = None;
     run.state = finish.state;
     if finish.state == RunState::Pending {

@@ -16,11 +16,18 @@ use crate::store::migrate::{
 };
 
 /// Every SQL Server migration this binary knows, in order.
-pub const MSSQL_MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../../../sql/mssql/0001_init.sql"),
-}];
+pub const MSSQL_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../../../sql/mssql/0001_init.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "isolation_plugin_builds",
+        sql: include_str!("../../../../sql/mssql/0003_isolation_plugin_builds.sql"),
+    },
+];
 
 /// The schema version this binary writes for SQL Server.
 pub fn mssql_latest_version() -> u32 {

@@ -19,11 +19,18 @@ use crate::store::migrate::{
 };
 
 /// Every PostgreSQL migration this binary knows, in order.
-pub const PG_MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../../../sql/postgres/0001_init.sql"),
-}];
+pub const PG_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../../../sql/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "isolation_plugin_builds",
+        sql: include_str!("../../../../sql/postgres/0003_isolation_plugin_builds.sql"),
+    },
+];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).
 const LOCK_KEY: i64 = 0x7461_6b74;

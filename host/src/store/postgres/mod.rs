@@ -334,9 +334,10 @@ fn job_row(r: &Row, shown: &str) -> StoreResult<JobRow> {
         application: r.try_get(18).map_err(&bad)?,
         owner: r.try_get(19).map_err(&bad)?,
         description: r.try_get(20).map_err(&bad)?,
-        next_fire: t(21)?,
-        version: r.try_get(22).map_err(&bad)?,
-        updated_at: t(23)?.unwrap_or_default(),
+        isolation: r.try_get(21).map_err(&bad)?,
+        next_fire: t(22)?,
+        version: r.try_get(23).map_err(&bad)?,
+        updated_at: t(24)?.unwrap_or_default(),
     })
 }
 
@@ -370,6 +371,9 @@ fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         progress_message: r.try_get(15).map_err(&bad)?,
         skip_reason: r.try_get(16).map_err(&bad)?,
         next_attempt_at: t(17)?,
+        plugin: r.try_get(18).map_err(&bad)?,
+        plugin_version: r.try_get(19).map_err(&bad)?,
+        plugin_sha256: r.try_get(20).map_err(&bad)?,
     }
     .into_run(shown)
 }
@@ -403,6 +407,7 @@ fn job_params(r: JobRow) -> StoreResult<Vec<Param>> {
         Box::new(r.application),
         Box::new(r.owner),
         Box::new(r.description),
+        Box::new(r.isolation),
         Box::new(st_opt(r.next_fire)),
         Box::new(r.version),
         Box::new(st(r.updated_at)),
@@ -897,7 +902,8 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
            lease_expires_at = NULL, \
            attempt = attempt + CASE WHEN $5 THEN 1 ELSE 0 END, \
            next_attempt_at = $6, \
-           finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END \
+           finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END, \
+           plugin = $10, plugin_version = $11, plugin_sha256 = $12 \
          WHERE id = $8 AND state = 'running' AND attempt = $9 \
          RETURNING {RUN_COLUMNS}"
     )
@@ -1387,6 +1393,7 @@ impl PgStore {
             .elapsed
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let attempt = i32::try_from(expected_attempt).unwrap_or(i32::MAX);
+        let plugin = finish.plugin.as_ref();
         let row = client
             .query_opt(
                 &stmt,
@@ -1400,6 +1407,9 @@ impl PgStore {
                     &ts(finish.finished_at),
                     &id.0,
                     &attempt,
+                    &plugin.map(|p| p.name.as_str()),
+                    &plugin.map(|p| p.version.as_str()),
+                    &plugin.and_then(|p| p.sha256.as_deref()),
                 ],
             )
             .await
