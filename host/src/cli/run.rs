@@ -16,7 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
-use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
+use crate::plugins::{PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{
     OffsetClock, Scheduler, SchedulerConfig, SchedulerError, SchedulerEvent, SchedulerHandle,
 };
@@ -73,39 +73,33 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         config.file.display()
     );
 
-    let options = LoadOptions {
-        shadow_dir: config.shadow_dir.clone(),
-        pins: config.pins.clone(),
-        require_pins: config.require_pins,
-        aliases: config.aliases.clone(),
-    };
-    let mut plugins = PluginSet::load_dir(&config.plugin_dir, &options);
+    let sql = sql_options(&config)?;
+    let sql_names = sql.names();
     // `cargo build` puts the exe plugin *file* (takt-plugin-exe-cdylib) next to the takt
     // binary, which `takt init` makes the plugin directory: the file is refused (and listed
     // below with the fix) rather than stopping the start.
-    plugins
-        .add_builtin(
+    let registry = super::plugin::registry(&config)?
+        .builtin(
             exe_plugin(&config)?,
             "remove the file from the plugin directory: takt run has the exe executor \
              (exe::run) built in, configured by [exe] in takt.toml",
         )
-        .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
-    let sql = sql_options(&config)?;
-    let sql_names = sql.names();
-    plugins
-        .add_builtin(
+        .builtin(
             sql_plugin(sql)?,
             "remove the file from the plugin directory: takt run has the stored-procedure \
              executor (sql::proc) built in, configured by [sql.connections] in takt.toml",
         )
+        .build()
         .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
-    let plugins = Arc::new(plugins);
+    let registry = Arc::new(registry);
+    let plugins = registry.current();
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
         println!(
-            "plugin {} {} loaded: {}",
+            "plugin {} {} loaded{}: {}",
             p.name,
             p.version,
+            if p.is_isolated() { " (isolated)" } else { "" },
             handlers.join(", ")
         );
     }
@@ -158,6 +152,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     sched_config.tags = config.tags.clone();
     sched_config.lease = config.lease;
     sched_config.renew_every = config.renew_every;
+    sched_config.plugin_watch = config.plugin_watch;
     let clock = Arc::new(OffsetClock::new(test_clock_skew()?));
     let node = NodeInfo {
         id: config.node_id.clone(),
@@ -178,10 +173,10 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         );
     }
     store.node_heartbeat(&node).await?;
-    let scheduler = Scheduler::new(
+    let scheduler = Scheduler::with_plugins(
         sched_config,
         store.clone(),
-        plugins.clone(),
+        registry.clone(),
         executor,
         clock.clone(),
     );
@@ -252,6 +247,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
+    let mut hangup = super::plugin::Hangup::new()?;
     loop {
         let sleep = async {
             match deadline {
@@ -266,6 +262,7 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
                 Err(RecvError::Closed) => break,
             },
             _ = &mut ctrl_c => { println!("interrupted"); break; }
+            () = hangup.recv() => super::plugin::reload_on_hangup(&handle).await,
             () = sleep => break,
         }
     }
@@ -504,6 +501,10 @@ impl Printer {
                     short_time(Timestamp::now()),
                     down_for.as_secs_f64()
                 );
+                return;
+            }
+            other => {
+                super::plugin::print_event(other, &short_time(Timestamp::now()));
                 return;
             }
         };
