@@ -218,6 +218,8 @@ async fn crashes_fail_only_their_run_and_leave_nothing_behind() {
     assert!(p.module().is_none());
     let exec = executor(Duration::from_millis(500));
     let before_children = my_children();
+    // Idle call threads of earlier tests' executors linger for their idle timeout.
+    let run_threads_before = threads("takt-run");
 
     let cases = [
         ("segv", "SIGSEGV"),
@@ -293,8 +295,8 @@ async fn crashes_fail_only_their_run_and_leave_nothing_behind() {
         threads("takt-worker-err")
     );
     assert!(
-        threads("takt-run") <= 4,
-        "call threads stay within the capacity"
+        threads("takt-run") <= run_threads_before + 4,
+        "call threads stay within the capacity: none is abandoned"
     );
 
     plugins.shutdown_workers(Duration::from_secs(5));
@@ -634,4 +636,110 @@ async fn jobs_ask_for_isolation_and_the_host_goes_on() {
         panic!("isolate without a worker program must not start");
     };
     assert!(e.to_string().contains("no worker program"), "{e}");
+}
+
+/// A worker program that does not serve worker mode is caught at its start: one that exits
+/// (here `sh`, which does not know `--takt-worker`) fails the call with its exit and last
+/// lines, one that hangs (an embedding program that forgot `serve_if_worker`) is killed after
+/// the start timeout; either way nothing of it is left, and the call may be retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_program_that_does_not_serve_is_caught_at_its_start() {
+    let _serial = SERIAL.lock().await;
+    let before = my_children();
+    let hanging = plugin_dir().join("hangs.sh");
+    std::fs::write(
+        &hanging,
+        "#!/bin/sh\necho 'an unprepared program starts' >&2\nsleep 30\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hanging, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for (program, expected) in [
+        (
+            PathBuf::from("/bin/sh"),
+            "ended before its hello: it exited with code",
+        ),
+        (hanging.clone(), "did not answer within 500ms"),
+    ] {
+        let plugins = Plugins::builder()
+            .dir(plugin_dir())
+            .options(options())
+            .workers(Workers::new(WorkerSettings {
+                start_timeout: Duration::from_millis(500),
+                ..WorkerSettings::new(&program)
+            }))
+            .build()
+            .unwrap();
+        let report = executor(Duration::from_millis(200))
+            .run(
+                request(&plugins, "echo", json!({}), None),
+                Arc::new(Recorder::default()),
+            )
+            .await;
+        let Outcome::Failed {
+            message, retryable, ..
+        } = &report.outcome
+        else {
+            panic!("{report:?}");
+        };
+        eprintln!("{}: {message}", program.display());
+        assert!(
+            message.contains("cannot start a worker process"),
+            "{message}"
+        );
+        assert!(message.contains(expected), "{message}");
+        assert!(*retryable, "the worker program's trouble, not the plugin's");
+        if program == hanging {
+            assert!(
+                message.contains("serve_if_worker") && message.contains("unprepared program"),
+                "the fix and its last lines: {message}"
+            );
+        }
+        plugins.shutdown_workers(Duration::from_secs(5));
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || my_children() == before),
+        "nothing left: {:?} (before {before:?})",
+        my_children()
+    );
+}
+
+/// `max_workers` bounds the worker processes: with one, two calls at once take turns on the
+/// same worker instead of starting a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_workers_bounds_the_processes() {
+    let _serial = SERIAL.lock().await;
+    let plugins = Plugins::builder()
+        .dir(plugin_dir())
+        .options(options())
+        .workers(Workers::new(WorkerSettings {
+            max_workers: 1,
+            ..settings()
+        }))
+        .build()
+        .unwrap();
+    let exec = executor(Duration::from_millis(500));
+    let begun = Instant::now();
+    let (a, b) = tokio::join!(
+        exec.run(
+            request(&plugins, "polite", json!({ "seconds": 0.5 }), None),
+            Arc::new(Recorder::default())
+        ),
+        exec.run(
+            request(&plugins, "polite", json!({ "seconds": 0.5 }), None),
+            Arc::new(Recorder::default())
+        ),
+    );
+    assert!(matches!(a.outcome, Outcome::Succeeded { .. }), "{a:?}");
+    assert!(matches!(b.outcome, Outcome::Succeeded { .. }), "{b:?}");
+    assert!(
+        begun.elapsed() >= Duration::from_millis(1000),
+        "they took turns"
+    );
+    let stats = plugins.worker_stats().unwrap();
+    assert_eq!((stats.spawned, stats.live), (1, 1), "{stats:?}");
+    plugins.shutdown_workers(Duration::from_secs(5));
+    assert_eq!(plugins.worker_stats().unwrap().live, 0);
 }

@@ -567,8 +567,10 @@ impl Plugins {
         let before = self.current();
         let seen = stamp(dir);
         let (mut set, refused) = self.scan(dir, Some(&before));
-        // A directory that cannot be read (an unmounted share) changes nothing.
+        // A directory that cannot be read (an unmounted share) changes nothing; it is
+        // reported once, not at every poll of the watch.
         if set.plugins().is_empty() && set.refusals().first().is_some_and(|r| r.file == dir) {
+            reloading.stamp = Some(seen);
             return Ok(ReloadReport {
                 refused: set
                     .refusals()

@@ -40,7 +40,8 @@ pub struct WorkerSettings {
     pub program: PathBuf,
     /// The most worker processes alive at once, over all plugins and versions (0 is read as
     /// 1). A call that needs one beyond it first ends an idle worker of another pool, else
-    /// waits for one.
+    /// waits for one — inside its call, so the wait counts against its timeout (keep it at
+    /// least the capacity, the default of `takt run` and `HostBuilder`, and it never waits).
     pub max_workers: usize,
     /// A cap on each worker's memory in bytes (Unix: `setrlimit`, see the module docs of
     /// [`crate::worker`]; Windows: the Job Object's process memory limit). `None`: no cap.
