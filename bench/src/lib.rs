@@ -197,6 +197,7 @@ pub mod probe {
 
     use jiff::Timestamp;
     use takt_core::job::{JobDef, JobId, JobName};
+    use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
         Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
@@ -364,25 +365,44 @@ pub mod probe {
         async fn lease_renew(
             &self,
             node: &NodeId,
+            instance: &InstanceId,
             until: Timestamp,
             now: Timestamp,
         ) -> StoreResult<Vec<RunId>> {
             timed!(
                 self,
                 "lease_renew",
-                self.inner.lease_renew(node, until, now)
+                self.inner.lease_renew(node, instance, until, now)
             )
         }
         async fn run_recover_expired(
             &self,
             now: Timestamp,
-            node: Option<&NodeId>,
+            restart: Option<(&NodeId, &InstanceId)>,
         ) -> StoreResult<Vec<Run>> {
             timed!(
                 self,
                 "run_recover_expired",
-                self.inner.run_recover_expired(now, node)
+                self.inner.run_recover_expired(now, restart)
             )
+        }
+        async fn node_register(&self, reg: &Registration) -> StoreResult<Registered> {
+            timed!(self, "node_register", self.inner.node_register(reg))
+        }
+        async fn node_stopped(
+            &self,
+            node: &NodeId,
+            instance: &InstanceId,
+            now: Timestamp,
+        ) -> StoreResult<()> {
+            timed!(
+                self,
+                "node_stopped",
+                self.inner.node_stopped(node, instance, now)
+            )
+        }
+        async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
+            timed!(self, "node_list", self.inner.node_list())
         }
         async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {
             timed!(self, "run_progress", self.inner.run_progress(id, progress))

@@ -292,8 +292,9 @@ impl Config {
         };
 
         let mut database = match env("TAKT_DB") {
-            Some(v) => Database::parse(&v, Path::new("")),
-            None => Database::parse(raw.database.as_deref().unwrap_or("takt.db"), &base),
+            Some(v) => Database::parse(&v, Path::new("")).map_err(|m| env_err("TAKT_DB", m))?,
+            None => Database::parse(raw.database.as_deref().unwrap_or("takt.db"), &base)
+                .map_err(|m| err("database", m))?,
         };
         if let Database::Postgres {
             schema, pool_size, ..

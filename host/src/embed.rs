@@ -130,9 +130,19 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
     }
 
     /// This node's id (recorded on its runs; its leftovers are recovered at start). Keep it
-    /// stable across restarts of the same node.
+    /// stable across restarts of the same node, and unique among the processes on one
+    /// database: a start is refused while another live process holds the id (on SQLite,
+    /// while another host has the file open), see [`takt_core::node`].
     pub fn node(mut self, id: impl Into<String>) -> Self {
         self.scheduler.node = NodeId(id.into());
+        self
+    }
+
+    /// Take the node id over from a live-looking process on another machine (one that is
+    /// gone for good; `takt run --takeover`): its running runs are recovered when their leases
+    /// expire. A crashed process on this machine is taken over without it.
+    pub fn takeover(mut self, yes: bool) -> Self {
+        self.scheduler.takeover = yes;
         self
     }
 

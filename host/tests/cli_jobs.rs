@@ -31,6 +31,14 @@ impl TempDir {
         TempDir(dir)
     }
 
+    /// A directory with a migrated `takt.db` in it (commands other than `init`, `db
+    /// migrate` and `run` never create one).
+    fn migrated(name: &str) -> TempDir {
+        let d = TempDir::new(name);
+        d.ok(&["db", "migrate"]);
+        d
+    }
+
     fn db(&self) -> PathBuf {
         self.0.join("takt.db")
     }
@@ -95,6 +103,7 @@ fn migrate_twice_then_up_to_date() {
     let first = String::from_utf8(out.stdout).expect("utf-8");
     assert!(first.contains("applied migration 0001"), "{first}");
     assert!(first.contains("applied migration 0002"), "{first}");
+    assert!(first.contains("applied migration 0003"), "{first}");
     // Progress on stderr (not a terminal here: whole lines): each migration's start and end.
     let progress = String::from_utf8(out.stderr).expect("utf-8");
     assert!(
@@ -129,7 +138,7 @@ fn migrate_twice_then_up_to_date() {
 
 #[test]
 fn add_list_show_in_text_and_json() {
-    let d = TempDir::new("add");
+    let d = TempDir::migrated("add");
     let added = d.ok(&[
         "job",
         "add",
@@ -251,7 +260,7 @@ fn add_list_show_in_text_and_json() {
 
 #[test]
 fn bad_input_is_refused_with_precise_messages() {
-    let d = TempDir::new("bad");
+    let d = TempDir::migrated("bad");
     let base = ["job", "add", "--name", "x", "--handler", "examples::hello"];
     let with = |extra: &[&str]| {
         let mut a = base.to_vec();
@@ -334,7 +343,7 @@ fn bad_input_is_refused_with_precise_messages() {
 
 #[test]
 fn update_enable_disable_trigger() {
-    let d = TempDir::new("update");
+    let d = TempDir::migrated("update");
     d.ok(&[
         "job",
         "add",
@@ -423,6 +432,7 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
         node: NodeId("node-t".into()),
+        instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),
         now,
         limit: 10,
@@ -467,7 +477,7 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
 
 #[test]
 fn runs_and_logs_show_seeded_rows() {
-    let d = TempDir::new("runs");
+    let d = TempDir::migrated("runs");
     let ok_id = seed_run(&d, "good", false);
     let bad_id = seed_run(&d, "bad", true);
 
@@ -537,7 +547,7 @@ fn runs_and_logs_show_seeded_rows() {
 
 #[test]
 fn remove_needs_yes_only_when_runs_exist() {
-    let d = TempDir::new("remove");
+    let d = TempDir::migrated("remove");
     d.ok(&[
         "job",
         "add",
@@ -646,7 +656,7 @@ fn corrupt_and_read_only_files_give_the_store_error() {
 
 #[test]
 fn logs_follow_waits_for_the_run_to_end() {
-    let d = TempDir::new("follow");
+    let d = TempDir::migrated("follow");
     d.ok(&[
         "job",
         "add",
@@ -663,6 +673,7 @@ fn logs_follow_waits_for_the_run_to_end() {
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
         node: NodeId("node-f".into()),
+        instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),
         now,
         limit: 10,

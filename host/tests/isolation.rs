@@ -29,12 +29,16 @@ use takt_plugin_api::abi::LogLevel;
 /// Tests that count processes and threads must not overlap.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The testing plugin, built once, copied into a directory of its own.
+/// The testing plugin, built once, copied into a directory of its own (with its shadow
+/// directory beside it).
 fn plugin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let built = common::build(&["takt-plugin-testing"]);
-        let dir = std::env::temp_dir().join(format!("takt-isolation-{}", std::process::id()));
+        // Under the target directory, replaced at each run: a static has no teardown, and a
+        // directory per process under the temp dir would pile up.
+        let dir = built.join("isolation-tests");
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = common::cdylib(&built, "takt-plugin-testing");
         std::fs::copy(&file, dir.join(file.file_name().unwrap())).unwrap();

@@ -43,45 +43,6 @@ impl Drop for Dir {
     }
 }
 
-/// A psql-free SQL client: the test talks to the database through tokio-postgres.
-struct Db {
-    rt: tokio::runtime::Runtime,
-    client: tokio_postgres::Client,
-}
-
-impl Db {
-    fn connect(url: &str) -> Db {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let client = rt.block_on(async {
-            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                .await
-                .expect("connect");
-            tokio::spawn(conn);
-            client
-        });
-        Db { rt, client }
-    }
-
-    fn exec(&self, sql: &str) {
-        self.rt
-            .block_on(self.client.batch_execute(sql))
-            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-    }
-
-    fn rows(&self, sql: &str) -> Vec<tokio_postgres::Row> {
-        self.rt
-            .block_on(self.client.query(sql, &[]))
-            .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-    }
-
-    fn count(&self, sql: &str) -> i64 {
-        self.rows(sql)[0].get(0)
-    }
-}
-
 fn config(dir: &Path, url: &str, schema: &str, record: &Path) -> PathBuf {
     let mut text = format!(
         "database = \"{url}\"\nplugin_dir = \"{}\"\ncapacity = 32\ngrace = \"5s\"\n\
@@ -157,7 +118,7 @@ fn three_nodes_one_killed_one_skewed_never_run_a_fire_twice() {
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).expect("dir");
     let schema = format!("takt_multi_{}", std::process::id());
-    let db = Db::connect(&url);
+    let db = common::pg::Pg::connect(&url);
     db.exec(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
     let record = dir.0.join("executions.txt");
     let file = config(&dir.0, &url, &schema, &record);

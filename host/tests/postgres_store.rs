@@ -98,7 +98,7 @@ fn conformance_on_postgres() {
         eprintln!("postgres: {report}");
         schemas.drop_all().await;
         report.expect_skipped(&[]);
-        assert_eq!(report.passed.len(), 21, "every check ran");
+        assert_eq!(report.passed.len(), 24, "every check ran");
     });
 }
 
@@ -123,6 +123,7 @@ fn four_pools_racing_claim_each_fire_once() {
                     let claimed = store
                         .run_claim_due(&ClaimParams {
                             node: NodeId(format!("node-{i}")),
+                            instance: takt_core::node::InstanceId("test-life".into()),
                             tags: Vec::new(),
                             now: conformance::claims_now(),
                             limit: 7,
@@ -317,6 +318,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
             .expect("connect through the proxy");
         let params = ClaimParams {
             node: NodeId("flaky".into()),
+            instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
             now: conformance::claims_now(),
             limit: 2,

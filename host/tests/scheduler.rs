@@ -19,7 +19,7 @@ use takt_core::schedule::{Interval, Rule, Schedule, Zone};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{ClaimParams, RunFilter, Store};
 use takt_host::executor::{Executor, ExecutorConfig};
-use takt_host::plugins::{LoadOptions, PluginSet};
+use takt_host::plugins::PluginSet;
 use takt_host::scheduler::{
     Clock, Scheduler, SchedulerConfig, SchedulerEvent, SchedulerHandle, TestClock,
 };
@@ -33,18 +33,7 @@ use tokio::sync::broadcast;
 fn plugins() -> Arc<PluginSet> {
     static PLUGINS: OnceLock<Arc<PluginSet>> = OnceLock::new();
     PLUGINS
-        .get_or_init(|| {
-            let dir = common::build(&["takt-plugin-testing"]);
-            let file = common::cdylib(&dir, "takt-plugin-testing");
-            let options = LoadOptions {
-                shadow_dir: std::env::temp_dir().join("takt-scheduler-test-shadow"),
-                ..LoadOptions::default()
-            };
-            let mut set = PluginSet::default();
-            set.add_file(&file, &options);
-            assert!(set.refusals().is_empty(), "{:?}", set.refusals());
-            Arc::new(set)
-        })
+        .get_or_init(|| common::testing_plugins("takt-scheduler-test-shadow"))
         .clone()
 }
 
@@ -467,6 +456,7 @@ async fn a_run_left_running_by_this_node_is_failed_and_retried_at_start() {
     let claimed = store
         .run_claim_due(&ClaimParams {
             node: node(),
+            instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
             now: t0(),
             limit: 1,
@@ -915,6 +905,7 @@ async fn another_nodes_expired_run_is_recovered_and_retried_here() {
     store
         .run_claim_due(&ClaimParams {
             node: NodeId("node-b".to_string()),
+            instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
             now: t0(),
             limit: 1,
@@ -991,6 +982,7 @@ async fn the_retention_job_is_an_ordinary_run_that_purges_old_history() {
     let claimed = store
         .run_claim_due(&ClaimParams {
             node: node(),
+            instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
             now: t0(),
             limit: 1,
@@ -1073,6 +1065,7 @@ async fn a_run_claimed_for_this_node_but_never_started_is_failed_and_retried() {
         .store
         .run_claim_due(&ClaimParams {
             node: node(),
+            instance: h.handle.node().1.clone(),
             tags: Vec::new(),
             now: t0(),
             limit: 1,

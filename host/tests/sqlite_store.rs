@@ -71,7 +71,7 @@ fn conformance_on_a_temp_file() {
     }));
     eprintln!("sqlite (file): {report}");
     report.expect_skipped(&[]);
-    assert_eq!(report.passed.len(), 21, "every check ran");
+    assert_eq!(report.passed.len(), 24, "every check ran");
 }
 
 #[test]
@@ -136,8 +136,10 @@ fn the_wal_is_checkpointed_in_the_background_and_stays_bounded() {
     }
     let pages = largest / 4_120;
     eprintln!("largest WAL: {largest} bytes, ~{pages} pages");
+    // ~1 500 pages on an idle machine; a loaded 2-core box lets the passive checkpointer
+    // lag behind the writer (4 250 seen with other builds running). Without it: ~29 000.
     assert!(
-        pages < 4_000,
+        pages < 12_000,
         "the WAL grew to ~{pages} pages: nothing checkpointed it"
     );
     drop(store);
@@ -159,6 +161,7 @@ fn migrations_applied_twice_are_a_noop() {
         [
             (1, "init"),
             (2, "claim_indexes"),
+            (3, "node_identity"),
             (4, "isolation_plugin_builds")
         ]
     );
@@ -174,7 +177,7 @@ fn migrations_applied_twice_are_a_noop() {
     let rows: i64 = conn
         .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
         .expect("count");
-    assert_eq!(rows, 3, "each recorded once");
+    assert_eq!(rows, 4, "each recorded once");
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("journal mode");
@@ -225,6 +228,14 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         expected.next().is_none() && current.is_none(),
         "the observer hears the start and the end of every later migration: {events:?}"
     );
+    let started: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            MigrationEvent::Started(m) => Some(m.version),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, [2, 3, 4], "{events:?}");
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");
@@ -543,6 +554,7 @@ fn runs_and_logs_survive_reopening() {
         block_on(store.job_insert(&job, t0)).expect("insert");
         let claimed = block_on(store.run_claim_due(&ClaimParams {
             node: NodeId("node-a".into()),
+            instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
             now: at(1),
             limit: 10,
@@ -651,6 +663,7 @@ fn claims_match_the_memory_store() {
             let got = store
                 .run_claim_due(&ClaimParams {
                     node: NodeId(format!("n{}", step % 2)),
+                    instance: takt_core::node::InstanceId("test-life".into()),
                     tags: Vec::new(),
                     now: at(now),
                     limit: 1 + step % 2,
@@ -746,6 +759,7 @@ fn concurrent_finishes_are_each_a_compare_and_set() {
     }
     let claimed = block_on(store.run_claim_due(&ClaimParams {
         node: NodeId("node-a".into()),
+        instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),
         now: t0,
         limit: n,

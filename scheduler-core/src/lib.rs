@@ -17,6 +17,7 @@
 
 pub mod civil;
 pub mod job;
+pub mod node;
 pub mod policy;
 pub mod run;
 pub mod schedule;

@@ -37,6 +37,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::job::JobId;
+use crate::node::InstanceId;
 use crate::policy::RetryPolicy;
 use crate::policy::retry::jitter_seed;
 use crate::schedule;
@@ -261,6 +262,10 @@ pub struct Run {
     pub finished_at: Option<Timestamp>,
     /// The node running (or that last ran) it.
     pub node_id: Option<NodeId>,
+    /// The life of that node that claimed the latest attempt ([`crate::node::InstanceId`]):
+    /// lease renewal and restart recovery act on instances, so a restart never fails a run
+    /// another live process of the same node id holds.
+    pub node_instance: Option<InstanceId>,
     /// Until when the node holds the run; after that another node may recover it.
     pub lease_expires_at: Option<Timestamp>,
     /// The latest error (kept on a retry so an operator sees why it was retried).
@@ -293,6 +298,7 @@ impl Run {
             started_at: None,
             finished_at: None,
             node_id: None,
+            node_instance: None,
             lease_expires_at: None,
             error: None,
             result_json: None,
@@ -355,8 +361,13 @@ impl Run {
             self.finished_at = Some(now);
         }
         match event {
-            RunEvent::Claimed { node, lease_until } => {
+            RunEvent::Claimed {
+                node,
+                instance,
+                lease_until,
+            } => {
                 self.node_id = Some(node);
+                self.node_instance = Some(instance);
                 self.lease_expires_at = Some(lease_until);
                 self.started_at = Some(now);
                 self.progress = None;
@@ -406,6 +417,8 @@ pub enum RunEvent {
     Claimed {
         /// The node.
         node: NodeId,
+        /// The node's life that claims it.
+        instance: InstanceId,
         /// Until when it holds the run.
         lease_until: Timestamp,
     },
@@ -650,6 +663,7 @@ mod tests {
     fn claimed() -> RunEvent {
         RunEvent::Claimed {
             node: node(),
+            instance: InstanceId("life-1".into()),
             lease_until: ts("2026-06-01T10:01:00Z"),
         }
     }

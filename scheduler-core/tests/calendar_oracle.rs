@@ -143,7 +143,7 @@ fn oracle_time(desc: &Desc, sod: u32) -> bool {
     match &desc.time {
         Time::At(v) => v.contains(&sod),
         Time::Every { step, start, end } => {
-            sod >= *start && sod <= *end && (sod - *start) % *step == 0
+            sod >= *start && sod <= *end && (sod - *start).is_multiple_of(*step)
         }
     }
 }

@@ -8,7 +8,10 @@
 //!   fields;
 //! * a brute-force oracle written here from the documented definitions. It evaluates the
 //!   generator's structured description of an expression (never the engine's own bit sets or
-//!   day logic), using `chrono` for weekdays and month lengths.
+//!   day logic), using `chrono` for weekdays and month lengths. It alone covers the syntax
+//!   neither peer has: ranges that wrap around (`22-2/2`, `FRI-MON`), `L-n`, `L-nW` and `?` in
+//!   the time, month and year fields. Where a peer has an equivalent written out
+//!   (`22-23,0-2` for `22-2`), [`agrees_with_croner_on_the_written_out_form`] compares with it.
 //!
 //! Every case comes from a splitmix64 generator with a fixed seed, so a failure reproduces; the
 //! message names the seed, the case number, the expression and the start. Set `TAKT_CRON_SEED`
@@ -104,6 +107,8 @@ enum Item {
 enum Field {
     /// A bare `*`.
     Star,
+    /// A bare `?`, which means `*` in every field.
+    Question,
     List(Vec<Item>),
 }
 
@@ -114,6 +119,8 @@ enum DomItem {
     LastMinus(u32),
     NearestWeekday(u32),
     LastWeekday,
+    /// `L-nW`.
+    LastNearest(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,6 +197,7 @@ fn render_item(item: Item, names: Names) -> String {
 fn render_field(field: &Field, names: Names) -> String {
     match field {
         Field::Star => "*".to_string(),
+        Field::Question => "?".to_string(),
         Field::List(items) => items
             .iter()
             .map(|i| render_item(*i, names))
@@ -230,6 +238,7 @@ impl Spec {
             DomItem::LastMinus(n) => format!("L-{n}"),
             DomItem::NearestWeekday(n) => format!("{n}W"),
             DomItem::LastWeekday => "LW".to_string(),
+            DomItem::LastNearest(n) => format!("L-{n}W"),
         }));
         parts.push(render_field(&self.months, month_names));
         parts.push(render_day(&self.dow, |i| match i {
@@ -262,7 +271,7 @@ impl Spec {
         let Some(Field::List(items)) = &self.years else {
             return None;
         };
-        let set = expand_field(&Field::List(items.clone()), YEAR.min, YEAR.max);
+        let set = expand_field(&Field::List(items.clone()), YEAR);
         let lo = set.iter().position(|b| *b)? as u32;
         let hi = set.iter().rposition(|b| *b)? as u32;
         Some((lo, hi))
@@ -276,17 +285,41 @@ impl Spec {
 struct Def {
     min: u32,
     max: u32,
+    /// How many values a wrapped range goes round (the week has 7: 7 is Sunday again); 0 for
+    /// the year, which does not wrap.
+    cycle: u32,
 }
 
-const SECOND: Def = Def { min: 0, max: 59 };
-const MINUTE: Def = Def { min: 0, max: 59 };
-const HOUR: Def = Def { min: 0, max: 23 };
-const DOM: Def = Def { min: 1, max: 31 };
-const MONTH: Def = Def { min: 1, max: 12 };
-const DOW: Def = Def { min: 0, max: 7 };
+const SECOND: Def = Def {
+    min: 0,
+    max: 59,
+    cycle: 60,
+};
+const MINUTE: Def = SECOND;
+const HOUR: Def = Def {
+    min: 0,
+    max: 23,
+    cycle: 24,
+};
+const DOM: Def = Def {
+    min: 1,
+    max: 31,
+    cycle: 31,
+};
+const MONTH: Def = Def {
+    min: 1,
+    max: 12,
+    cycle: 12,
+};
+const DOW: Def = Def {
+    min: 0,
+    max: 7,
+    cycle: 7,
+};
 const YEAR: Def = Def {
     min: 1970,
     max: 2199,
+    cycle: 0,
 };
 
 /// What a field's items may contain for one reference.
@@ -302,6 +335,10 @@ struct Allow {
     star_in_list: bool,
     /// Smallest allowed end of a range (keeps `X-SUN` out of croner's weekday ranges).
     min_range_end: u32,
+    /// Ranges may be written backwards, wrapping around (ours only).
+    wrap: bool,
+    /// A bare field may be `?` instead of `*` (ours only outside the day fields).
+    question: bool,
 }
 
 impl Allow {
@@ -314,6 +351,8 @@ impl Allow {
             from_step: true,
             star_in_list: true,
             min_range_end: def.min,
+            wrap: false,
+            question: false,
         }
     }
 }
@@ -326,20 +365,30 @@ fn gen_step(rng: &mut Rng, max: u32) -> u32 {
     }
 }
 
+/// The ends of a range: in order, or (about a quarter of the time where allowed) backwards,
+/// which wraps around.
+fn gen_bounds(rng: &mut Rng, a: &Allow) -> (u32, u32) {
+    let x = rng.range(a.lo, a.hi);
+    let y = rng.range(a.lo, a.hi);
+    if a.wrap && rng.chance(1, 2) {
+        (x, y)
+    } else {
+        (x.min(y), x.max(y))
+    }
+}
+
 fn gen_item(rng: &mut Rng, a: &Allow) -> Item {
     loop {
         let item = match rng.below(20) {
             0..=7 => Item::Val(rng.range(a.lo, a.hi)),
             8..=11 => {
-                let x = rng.range(a.lo, a.hi);
-                let y = rng.range(a.lo, a.hi);
-                Item::Range(x.min(y), x.max(y))
+                let (x, y) = gen_bounds(rng, a);
+                Item::Range(x, y)
             }
             12..=14 if a.star_step => Item::StarStep(gen_step(rng, a.max_step)),
             15..=17 => {
-                let x = rng.range(a.lo, a.hi);
-                let y = rng.range(a.lo, a.hi);
-                Item::RangeStep(x.min(y), x.max(y), gen_step(rng, a.max_step))
+                let (x, y) = gen_bounds(rng, a);
+                Item::RangeStep(x, y, gen_step(rng, a.max_step))
             }
             18 if a.from_step => Item::FromStep(rng.range(a.lo, a.hi), gen_step(rng, a.max_step)),
             19 if a.star_in_list && rng.chance(1, 3) => Item::Star,
@@ -381,7 +430,11 @@ fn gen_list(rng: &mut Rng, a: &Allow) -> Vec<Item> {
 
 fn gen_field(rng: &mut Rng, a: &Allow, star_percent: u64) -> Field {
     if rng.chance(star_percent, 100) {
-        Field::Star
+        if a.question && rng.chance(1, 4) {
+            Field::Question
+        } else {
+            Field::Star
+        }
     } else {
         Field::List(gen_list(rng, a))
     }
@@ -401,8 +454,8 @@ fn gen_seconds(rng: &mut Rng, a: &Allow) -> Field {
 enum Profile {
     /// The `cron` crate: 6/7 fields, no `L`/`W`/`#`, weekdays by name, dom AND dow.
     Cron,
-    /// `croner`: everything but `L-n`, `*` inside lists and `*/n` in years; `L` and `LW` not in
-    /// one field.
+    /// `croner`: everything but `L-n`, `L-nW`, wrapped ranges, `?` outside the day fields, `*`
+    /// inside lists and `*/n` in years; `L` and `LW` not in one field.
     Croner,
     /// The oracle: the full syntax.
     Oracle,
@@ -448,6 +501,18 @@ fn gen_spec(rng: &mut Rng, p: Profile) -> Spec {
         dow.hi = 6;
         dow.from_step = false;
     }
+    if p == Profile::Oracle {
+        // Neither peer has these: wrapped ranges in every field but the year (which refuses
+        // them; see the parser's tests), and `?` for a bare `*` outside the day fields.
+        for a in [
+            &mut sec, &mut min, &mut hour, &mut dom, &mut month, &mut dow,
+        ] {
+            a.wrap = true;
+        }
+        for a in [&mut sec, &mut min, &mut hour, &mut month, &mut year] {
+            a.question = true;
+        }
+    }
     if croner {
         // Croner rewrites a name range ending in `-SUN` to `-7`, so `SUN-SUN` there means the
         // whole week; ours reads it as Sunday. Its weekday ranges therefore never end on Sunday
@@ -475,6 +540,7 @@ fn gen_spec(rng: &mut Rng, p: Profile) -> Spec {
                     8 if !cron => DomItem::NearestWeekday(edge_day(rng, 1, 31)),
                     9 if !cron => DomItem::LastWeekday,
                     10 if p == Profile::Oracle => DomItem::LastMinus(edge_day(rng, 0, 30)),
+                    11 if p == Profile::Oracle => DomItem::LastNearest(edge_day(rng, 0, 30)),
                     _ => DomItem::Plain(gen_item(rng, &dom)),
                 };
                 // Croner reads `L` and `LW` through one shared flag: with both in one field, `L`
@@ -538,27 +604,43 @@ fn gen_spec(rng: &mut Rng, p: Profile) -> Spec {
 // The oracle: plain loops over the structured description, from the definitions in
 // `schedule/cron/mod.rs`; weekdays and month lengths come from `chrono`.
 
-fn expand_item(item: Item, min: u32, max: u32) -> Vec<u32> {
+fn expand_item(item: Item, def: Def) -> Vec<u32> {
     let (lo, hi, step) = match item {
-        Item::Star => (min, max, 1),
+        Item::Star => (def.min, def.max, 1),
         Item::Val(v) => (v, v, 1),
         Item::Range(a, b) => (a, b, 1),
-        Item::StarStep(n) => (min, max, n),
+        Item::StarStep(n) => (def.min, def.max, n),
         Item::RangeStep(a, b, n) => (a, b, n),
-        Item::FromStep(a, n) => (a, max, n),
+        Item::FromStep(a, n) => (a, def.max, n),
     };
+    if lo > hi {
+        return expand_wrapped(lo, hi, step, def);
+    }
     (lo..=hi).step_by(step as usize).collect()
 }
 
+/// A range written backwards, as documented: from `a`, every `n`-th value going round the
+/// field's cycle (Saturday is followed by Sunday, December by January), up to `b`. Positions
+/// are taken modulo the cycle, so weekday 7 is Sunday.
+fn expand_wrapped(a: u32, b: u32, n: u32, def: Def) -> Vec<u32> {
+    assert!(def.cycle > 0, "the generator never wraps a year range");
+    let (from, to) = ((a - def.min) % def.cycle, (b - def.min) % def.cycle);
+    let distance = (to + def.cycle - from) % def.cycle;
+    (0..=distance)
+        .step_by(n as usize)
+        .map(|k| def.min + (from + k) % def.cycle)
+        .collect()
+}
+
 /// Allowed values as flags indexed by `value - min`.
-fn expand_field(field: &Field, min: u32, max: u32) -> Vec<bool> {
-    let mut set = vec![false; (max - min + 1) as usize];
+fn expand_field(field: &Field, def: Def) -> Vec<bool> {
+    let mut set = vec![false; (def.max - def.min + 1) as usize];
     match field {
-        Field::Star => set.iter_mut().for_each(|b| *b = true),
+        Field::Star | Field::Question => set.iter_mut().for_each(|b| *b = true),
         Field::List(items) => {
             for item in items {
-                for v in expand_item(*item, min, max) {
-                    set[(v - min) as usize] = true;
+                for v in expand_item(*item, def) {
+                    set[(v - def.min) as usize] = true;
                 }
             }
         }
@@ -572,6 +654,7 @@ struct DomRule {
     last_minus: Vec<u32>,
     nearest: Vec<u32>,
     last_weekday: bool,
+    last_nearest: Vec<u32>,
 }
 
 struct DowRule {
@@ -608,7 +691,7 @@ fn weekday_of(y: i32, m: u32, d: u32) -> u32 {
 impl Oracle {
     fn new(spec: &Spec) -> Oracle {
         let seconds = match &spec.seconds {
-            Some(f) => expand_field(f, SECOND.min, SECOND.max),
+            Some(f) => expand_field(f, SECOND),
             None => {
                 let mut s = vec![false; 60];
                 s[0] = true;
@@ -616,10 +699,7 @@ impl Oracle {
             }
         };
         let years = match &spec.years {
-            Some(Field::List(_)) => spec
-                .years
-                .as_ref()
-                .map(|f| expand_field(f, YEAR.min, YEAR.max)),
+            Some(Field::List(_)) => spec.years.as_ref().map(|f| expand_field(f, YEAR)),
             _ => None,
         };
         let dom = match &spec.dom {
@@ -630,11 +710,12 @@ impl Oracle {
                     last_minus: Vec::new(),
                     nearest: Vec::new(),
                     last_weekday: false,
+                    last_nearest: Vec::new(),
                 };
                 for item in items {
                     match *item {
                         DomItem::Plain(p) => {
-                            for d in expand_item(p, DOM.min, DOM.max) {
+                            for d in expand_item(p, DOM) {
                                 r.days[d as usize] = true;
                             }
                         }
@@ -642,6 +723,7 @@ impl Oracle {
                         DomItem::LastMinus(n) => r.last_minus.push(n),
                         DomItem::NearestWeekday(n) => r.nearest.push(n),
                         DomItem::LastWeekday => r.last_weekday = true,
+                        DomItem::LastNearest(n) => r.last_nearest.push(n),
                     }
                 }
                 Some(r)
@@ -658,7 +740,7 @@ impl Oracle {
                 for item in items {
                     match *item {
                         DowItem::Plain(p) => {
-                            for wd in expand_item(p, DOW.min, DOW.max) {
+                            for wd in expand_item(p, DOW) {
                                 r.weekdays[(wd % 7) as usize] = true;
                             }
                         }
@@ -672,9 +754,9 @@ impl Oracle {
         };
         Oracle {
             seconds,
-            minutes: expand_field(&spec.minutes, MINUTE.min, MINUTE.max),
-            hours: expand_field(&spec.hours, HOUR.min, HOUR.max),
-            months: expand_field(&spec.months, MONTH.min, MONTH.max),
+            minutes: expand_field(&spec.minutes, MINUTE),
+            hours: expand_field(&spec.hours, HOUR),
+            months: expand_field(&spec.months, MONTH),
             years,
             dom,
             dow,
@@ -719,6 +801,9 @@ impl Oracle {
                     .iter()
                     .any(|&t| nearest_weekday(y, m, t, dim) == Some(d))
                 || (r.last_weekday && d == last_weekday(y, m, dim))
+                || r.last_nearest
+                    .iter()
+                    .any(|&n| n < dim && nearest_weekday(y, m, dim - n, dim) == Some(d))
         });
         let dow = self.dow.as_ref().map(|r| {
             r.weekdays[wd as usize]
@@ -1169,6 +1254,14 @@ fn check_croner(
     (want.len() + want_prev.len()) as u64
 }
 
+/// [`check_croner`] from 20 random starts, for the hand-picked expressions.
+fn check_croner_from_random_starts(fails: &mut Failures, rng: &mut Rng, pair: &CronerPair<'_>) {
+    for _ in 0..20 {
+        let start = gen_start(rng, &spec_for_starts());
+        check_croner(fails, pair, start, 12, 6);
+    }
+}
+
 #[test]
 fn agrees_with_croner() {
     let seed = seed();
@@ -1294,10 +1387,59 @@ fn agrees_with_croner_on_each_construct() {
             ours: &ours,
             peer: &peer,
         };
-        for _ in 0..20 {
-            let start = gen_start(&mut rng, &spec_for_starts());
-            check_croner(&mut fails, &pair, start, 12, 6);
-        }
+        check_croner_from_random_starts(&mut fails, &mut rng, &pair);
+    }
+    fails.finish();
+}
+
+/// Syntax croner lacks, against the same schedule written the way croner can read it: wrapped
+/// ranges and their steps split at the wrap, `?` outside the day fields as `*`, `L-0W` as `LW`,
+/// the `@every_…` macros spelled out. The written-out forms are what the README says these mean.
+#[test]
+fn agrees_with_croner_on_the_written_out_form() {
+    let cases: &[(&str, &str)] = &[
+        ("0 0 22-2 * * *", "0 0 22-23,0-2 * * *"),
+        ("0 30 22-2/2 * * *", "0 30 22,0,2 * * *"),
+        ("0 0 23-2/2 * * *", "0 0 23,1 * * *"),
+        ("0 50-10 * * * *", "0 50-59,0-10 * * * *"),
+        ("57-5/3 * * * * *", "57,0,3 * * * * *"),
+        ("59-58 0 12 * * *", "* 0 12 * * *"),
+        ("0 0 9 ? * FRI-MON", "0 0 9 ? * 5-6,0-1"),
+        ("0 0 9 ? * fri-mon", "0 0 9 ? * 5,6,0,1"),
+        ("0 0 9 ? * SAT-SUN", "0 0 9 ? * 6,0"),
+        ("0 0 9 ? * 6-0", "0 0 9 ? * 6,7"),
+        ("0 0 9 ? * 7-2", "0 0 9 ? * 0-2"),
+        ("0 0 9 ? * 7-3/2", "0 0 9 ? * 0,2"),
+        ("0 0 9 ? * SAT-MON/2", "0 0 9 ? * 6,1"),
+        ("0 0 9 ? * 5-0/2", "0 0 9 ? * 5,0"),
+        ("0 0 9 ? * 1-0", "0 0 9 ? * 0-6"),
+        ("0 0 0 1 NOV-FEB ?", "0 0 0 1 11-12,1-2 ?"),
+        ("0 0 0 1 OCT-MAR/2 ?", "0 0 0 1 10,12,2 ?"),
+        ("0 0 0 28-3 * ?", "0 0 0 28-31,1-3 * ?"),
+        ("0 0 0 28-3/2 * ?", "0 0 0 28,30,1,3 * ?"),
+        ("0 0 0 30-2 2 ?", "0 0 0 30-31,1-2 2 ?"),
+        ("0 0 22-2 13 * FRI-MON", "0 0 22-23,0-2 13 * 5-6,0-1"),
+        ("? ? 9 * * ?", "* * 9 * * ?"),
+        ("0 0 12 1 ? ?", "0 0 12 1 * ?"),
+        ("0 0 12 1 1 ? ?", "0 0 12 1 1 ? *"),
+        ("0 0 18 L-0W * ?", "0 0 18 LW * ?"),
+        ("@every_minute", "* * * * *"),
+        ("@every_second", "* * * * * *"),
+    ];
+    let mut fails = Failures::new("croner written out", 0);
+    let mut rng = Rng::for_case(seed(), 6, 0);
+    for (case, (text, written_out)) in cases.iter().enumerate() {
+        let ours = CronExpr::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let peer = croner_parser(false)
+            .parse(written_out)
+            .unwrap_or_else(|e| panic!("croner: {written_out}: {e}"));
+        let pair = CronerPair {
+            case: case as u64,
+            text,
+            ours: &ours,
+            peer: &peer,
+        };
+        check_croner_from_random_starts(&mut fails, &mut rng, &pair);
     }
     fails.finish();
 }
@@ -1614,7 +1756,7 @@ fn agrees_with_the_oracle_over_long_horizons() {
     fails.finish();
 }
 
-/// Every single day rule (`L`, `L-n`, `nW`, `LW`, `n#k`, `nL`) alone, fired daily at midnight over
+/// Every single day rule (`L`, `L-n`, `nW`, `LW`, `L-nW`, `n#k`, `nL`) alone, fired daily at midnight over
 /// every month of 2000–2027 (all combinations of month length and weekday of the 1st) and of
 /// 2090–2110 (across the non-leap 2100): ours against the oracle both ways, and against croner
 /// where it has the rule.
@@ -1628,6 +1770,9 @@ fn every_day_rule_over_whole_calendars() {
     }
     for n in 1..=31 {
         items.push((Day::List(vec![DomItem::NearestWeekday(n)]), Day::Question));
+    }
+    for n in 0..=30 {
+        items.push((Day::List(vec![DomItem::LastNearest(n)]), Day::Question));
     }
     for wd in 0..=7 {
         items.push((Day::Question, Day::List(vec![DowItem::LastOf(wd)])));
@@ -1651,13 +1796,16 @@ fn every_day_rule_over_whole_calendars() {
         let oracle = Oracle::new(&spec);
         let ours = match spec.parse_takt(&text) {
             Ok(e) => e,
-            // `L-30` needs a 31st, `31W` a 31-day month: both exist, so nothing is refused.
+            // `L-30`, `L-30W` and `31W` need a 31-day month: it exists, so nothing is refused.
             Err(e) => {
                 fails.push(case, &text, format!("ours refuses it: {e}"));
                 continue;
             }
         };
-        let croner = !matches!(spec.dom, Day::List(ref v) if matches!(v[0], DomItem::LastMinus(_)));
+        let croner = !matches!(
+            spec.dom,
+            Day::List(ref v) if matches!(v[0], DomItem::LastMinus(_) | DomItem::LastNearest(_))
+        );
         let peer = croner.then(|| croner_parser(false).parse(&text).expect("croner parses"));
         for (from, to) in [(2000, 2028), (2090, 2111)] {
             let start = Civil::new(from, 1, 1, 0, 0, 0).expect("valid");

@@ -104,6 +104,8 @@ fn wild_item() -> BoxedStrategy<String> {
         1 => prop::sample::select(vec![
             "L", "LW", "W", "#", "L-", "5L", "FRI-MON", "mon-sun", "JAN/2", "*,*", "1,,2",
             "1-", "-1", "*/", "/5", "1/2/3", "1--2", "99999999999", "-", ",", "@daily",
+            "22-2/2", "59-0/7", "L-2W", "L-40W", "L-W", "LW-2", "?/5", "?,1", "2030-2025",
+            "7-0", "SAT-SUN/2",
         ])
         .prop_map(str::to_string),
     ]
@@ -111,8 +113,9 @@ fn wild_item() -> BoxedStrategy<String> {
 }
 
 /// A list of 1-3 items for a field whose values run `lo..=hi`, mostly valid: values, ranges
-/// (a few reversed), steps up to a little past the span, plus `extra` (names and the special
-/// items of the field), and now and then a wild item.
+/// (some backwards, which wrap around except in the year), steps up to a little past the span,
+/// plus `extra` (names and the special items of the field), and now and then a wild item; or
+/// now and then a bare `?`.
 fn field(lo: u32, hi: u32, extra: Vec<&'static str>) -> BoxedStrategy<String> {
     let v = move || lo..=hi;
     let span = hi - lo + 1;
@@ -123,6 +126,18 @@ fn field(lo: u32, hi: u32, extra: Vec<&'static str>) -> BoxedStrategy<String> {
             2,
             (v(), v())
                 .prop_map(|(a, b)| format!("{}-{}", a.min(b), a.max(b)))
+                .boxed(),
+        ),
+        (
+            1,
+            (v(), v(), 1..=span)
+                .prop_map(|(a, b, st)| format!("{}-{}/{st}", a.max(b), a.min(b)))
+                .boxed(),
+        ),
+        (
+            1,
+            (v(), v())
+                .prop_map(|(a, b)| format!("{}-{}", a.max(b), a.min(b)))
                 .boxed(),
         ),
         (2, (1..=span + 1).prop_map(|st| format!("*/{st}")).boxed()),
@@ -147,18 +162,18 @@ fn field(lo: u32, hi: u32, extra: Vec<&'static str>) -> BoxedStrategy<String> {
         ));
     }
     let item = prop::strategy::Union::new_weighted(items);
-    prop::collection::vec(item, 1..=3)
-        .prop_map(|v| v.join(","))
-        .boxed()
+    let list = prop::collection::vec(item, 1..=3).prop_map(|v| v.join(","));
+    prop_oneof![12 => list, 1 => Just("?".to_string())].boxed()
 }
 
 fn dom_field() -> BoxedStrategy<String> {
     let special = prop_oneof![
         (0u32..=30).prop_map(|v| format!("L-{v}")),
         (1u32..=31).prop_map(|v| format!("{v}W")),
+        (0u32..=31).prop_map(|v| format!("L-{v}W")),
     ];
     prop_oneof![
-        6 => field(1, 31, vec!["L", "LW", "lw", "L-0", "L-30", "1W", "31W", "15w"]),
+        6 => field(1, 31, vec!["L", "LW", "lw", "L-0", "L-30", "1W", "31W", "15w", "L-0W", "l-30w", "28-3"]),
         2 => (field(1, 31, vec!["L", "LW"]), special).prop_map(|(f, s)| format!("{f},{s}")),
         1 => Just("?".to_string()),
     ]
@@ -187,6 +202,10 @@ fn dow_field() -> BoxedStrategy<String> {
         "7L",
         "0#1",
         "MON-FRI/2",
+        "FRI-MON",
+        "sat-sun",
+        "7-3/2",
+        "6-0",
     ];
     prop_oneof![
         6 => field(0, 7, names),
@@ -207,6 +226,8 @@ fn month_field() -> BoxedStrategy<String> {
             "JAN-JUN",
             "MAR-SEP/2",
             "APR,JUN,SEP,NOV",
+            "NOV-FEB",
+            "DEC-JAN/2",
         ],
     )
 }
@@ -239,11 +260,12 @@ fn plausible_expr() -> impl Strategy<Value = (String, bool)> {
             (format!("{s} {m} {h} {d} {mo} {w}"), false)
         }),
         3 => (hms(), days(), year_field()).prop_map(|((s, m, h), (d, mo, w), y)| {
-            let restricted = y != "*";
+            let restricted = y != "*" && y != "?";
             (format!("{s} {m} {h} {d} {mo} {w} {y}"), restricted)
         }),
         1 => prop::sample::select(vec![
             "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly",
+            "@every_minute", "@every_second", "@EVERY_SECOND", "@every", "@every_hour",
             "@reboot", "@", "@DAILY",
         ])
         .prop_map(|m| (m.to_string(), false)),
@@ -444,6 +466,10 @@ fn impossible_days_are_refused_at_parse_time() {
         "0 0 0 31 APR ?",
         "0 0 0 30W 2 ?",
         "0 0 0 L-29 2 ?",
+        "0 0 0 L-29W 2 ?",
+        "0 0 0 L-30W FEB,APR ?",
+        "0 0 31-1/5 2 *",
+        "0 0 30-2/4 FEB *",
         "0 0 0 31 2 * 2024-2030",
     ] {
         for options in [CronOptions::default(), and()] {

@@ -266,6 +266,7 @@ fn takt(dir: &TempDir, n: u64, limit: usize, claim_index: bool) -> Sample {
         let t = Instant::now();
         let claimed = block_on(store.run_claim_due(&ClaimParams {
             node: node.clone(),
+            instance: takt_core::node::InstanceId("b7".into()),
             tags: Vec::new(),
             now,
             limit,

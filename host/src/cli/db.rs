@@ -26,26 +26,27 @@ pub(super) struct DbArg {
 }
 
 impl DbArg {
-    /// `--db`, else `TAKT_DB`, else `takt.db`.
-    pub(super) fn database(&self) -> Database {
-        let text = match (&self.db, std::env::var("TAKT_DB")) {
-            (Some(p), _) => p.clone(),
-            (None, Ok(env)) if !env.is_empty() => env,
-            _ => DEFAULT_DB.to_string(),
+    /// `--db`, else `TAKT_DB`, else `takt.db`; an unknown URL scheme is refused.
+    pub(super) fn database(&self) -> Result<Database> {
+        let (text, source) = match (&self.db, std::env::var("TAKT_DB")) {
+            (Some(p), _) => (p.clone(), "--db"),
+            (None, Ok(env)) if !env.is_empty() => (env, "TAKT_DB"),
+            _ => (DEFAULT_DB.to_string(), "the default"),
         };
-        let mut db = Database::parse(&text, Path::new(""));
+        let mut db =
+            Database::parse(&text, Path::new("")).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
         if let Database::Postgres { schema, .. } = &mut db {
             *schema = std::env::var("TAKT_PG_SCHEMA")
                 .ok()
                 .filter(|s| !s.is_empty());
         }
-        db
+        Ok(db)
     }
 
-    /// Opens the store (creating the file or connecting, and applying missing migrations, as
-    /// `takt run` does); the store's own error says what is wrong with the database.
+    /// Opens the existing database, creating and migrating nothing (only `init`, `db
+    /// migrate` and `run` do that); the store's own error says what is wrong and what to run.
     pub(super) fn open(&self) -> Result<AnyStore> {
-        Ok(block_on(self.database().open(Some(progress_observer())))??)
+        Ok(block_on(self.database()?.open_existing())??)
     }
 }
 
@@ -77,7 +78,7 @@ pub(super) fn block_on<F: Future>(future: F) -> Result<F::Output> {
 pub(super) fn run(cmd: DbCmd) -> Result<()> {
     match cmd {
         DbCmd::Migrate { db } => {
-            let database = db.database();
+            let database = db.database()?;
             let applied = block_on(migrate(&database))??;
             if applied.0.is_empty() {
                 println!("{database}: up to date (version {})", applied.1);

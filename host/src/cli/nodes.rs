@@ -4,6 +4,8 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use takt_core::store::Store;
+
 use super::db::{DbArg, block_on};
 use super::table::Table;
 
@@ -18,31 +20,28 @@ pub(super) struct NodesArgs {
 
 pub(super) fn nodes(a: NodesArgs) -> Result<()> {
     let store = a.db.open()?;
-    let Some(nodes) = block_on(store.node_list())?? else {
-        println!(
-            "{} is an embedded SQLite database: the node running on it is the only one, and no \
-             node table is kept",
-            a.db.database()
-        );
-        return Ok(());
-    };
-    let state = |n: &crate::store::NodeStatus| match n.stopped_at {
+    let nodes = block_on(store.node_list())??;
+    // Ages by the database's clock where it has one all nodes share.
+    let now = block_on(store.database_now())??.unwrap_or_else(jiff::Timestamp::now);
+    let state = |n: &takt_core::node::NodeStatus| match n.stopped_at {
         Some(_) => "stopped".to_string(),
-        None => format!("heartbeat {:.0}s ago", n.heartbeat_age.as_secs_f64()),
+        None => format!("heartbeat {}s ago", n.heartbeat_age(now).as_secs()),
     };
     if a.json {
         let list: Vec<_> = nodes
             .iter()
             .map(|n| {
                 json!({
-                    "id": n.info.id,
+                    "id": n.info.id.0,
+                    "instance": n.info.instance.0,
                     "host_name": n.info.host_name,
+                    "pid": n.info.pid,
                     "version": n.info.version,
                     "capacity": n.info.capacity,
                     "tags": n.info.tags,
                     "started_at": n.started_at.map(|t| t.to_string()),
                     "heartbeat_at": n.heartbeat_at.map(|t| t.to_string()),
-                    "heartbeat_age_ms": u64::try_from(n.heartbeat_age.as_millis()).unwrap_or(u64::MAX),
+                    "heartbeat_age_ms": u64::try_from(n.heartbeat_age(now).as_millis()).unwrap_or(u64::MAX),
                     "stopped_at": n.stopped_at.map(|t| t.to_string()),
                     "running": n.running,
                 })
@@ -52,16 +51,17 @@ pub(super) fn nodes(a: NodesArgs) -> Result<()> {
         return Ok(());
     }
     if nodes.is_empty() {
-        println!("no node has registered on {} yet", a.db.database());
+        println!("no node has registered on {} yet", a.db.database()?);
         return Ok(());
     }
     let mut t = Table::new([
-        "node", "host", "version", "capacity", "running", "tags", "started", "state",
+        "node", "host", "pid", "version", "capacity", "running", "tags", "started", "state",
     ]);
     for n in &nodes {
         t.row([
-            n.info.id.clone(),
+            n.info.id.0.clone(),
             n.info.host_name.clone(),
+            n.info.pid.to_string(),
             n.info.version.clone(),
             n.info.capacity.to_string(),
             n.running.to_string(),

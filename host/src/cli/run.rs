@@ -20,7 +20,7 @@ use crate::plugins::{PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{
     OffsetClock, Scheduler, SchedulerConfig, SchedulerError, SchedulerEvent, SchedulerHandle,
 };
-use crate::store::{AnyStore, NodeInfo};
+use crate::store::AnyStore;
 use takt_core::store::StoreErrorKind;
 
 /// Options of `takt run`.
@@ -32,6 +32,11 @@ pub(super) struct RunArgs {
     /// Stop by itself after this long (e.g. 30s, 5m), as Ctrl-C would.
     #[arg(long = "for", value_name = "DURATION")]
     run_for: Option<String>,
+    /// Take this node id over from a process on another machine whose heartbeat still looks
+    /// live (one that is gone for good); its running runs are recovered when their leases
+    /// expire. Without it such a start is refused.
+    #[arg(long)]
+    takeover: bool,
 }
 
 pub(super) fn run(args: RunArgs) -> Result<()> {
@@ -47,10 +52,10 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(host(config, run_for))
+    runtime.block_on(host(config, run_for, args.takeover))
 }
 
-async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
+async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Result<()> {
     if let Some(dir) = config
         .database
         .sqlite_path()
@@ -153,14 +158,8 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     sched_config.lease = config.lease;
     sched_config.renew_every = config.renew_every;
     sched_config.plugin_watch = config.plugin_watch;
+    sched_config.takeover = takeover;
     let clock = Arc::new(OffsetClock::new(test_clock_skew()?));
-    let node = NodeInfo {
-        id: config.node_id.clone(),
-        host_name: crate::config::host_name(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        capacity: config.capacity,
-        tags: config.tags.clone(),
-    };
     if let Some(offset) = sync_clock(&store, &clock).await? {
         println!(
             "scheduling by the database clock: it is {} ms {} this node's",
@@ -172,7 +171,6 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
             }
         );
     }
-    store.node_heartbeat(&node).await?;
     let scheduler = Scheduler::with_plugins(
         sched_config,
         store.clone(),
@@ -185,19 +183,16 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         let handle = handle.clone();
         store.listen(move || handle.wake())
     };
-    // The node's heartbeat and the clock offset, refreshed with the lease renewals; a failure
-    // is reported and tried again next time (the loop reports its own store errors).
+    // The clock offset, measured again as often as the leases are renewed (the loop's
+    // renewals are the node's heartbeat); a failure is reported and tried again next time.
     let keeper = {
-        let (store, clock, node) = (store.clone(), clock.clone(), node.clone());
+        let (store, clock) = (store.clone(), clock.clone());
         let every = config.renew_every;
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 if let Err(e) = sync_clock(&store, &clock).await {
                     tracing::warn!("cannot read the database clock: {e}");
-                }
-                if let Err(e) = store.node_heartbeat(&node).await {
-                    println!("heartbeat of node {} failed: {e}", node.id);
                 }
             }
         })
@@ -245,6 +240,8 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         started: 0,
     };
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
+    // Set when another process takes this node id over: the node stops, and so does takt run.
+    let mut taken_over: Option<String> = None;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let mut hangup = super::plugin::Hangup::new()?;
@@ -257,6 +254,10 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         };
         tokio::select! {
             ev = events.recv() => match ev {
+                Ok(SchedulerEvent::TakenOver { message }) => {
+                    taken_over = Some(message);
+                    break;
+                }
                 Ok(ev) => printer.print(&ev, &mut names).await,
                 Err(RecvError::Lagged(n)) => println!("({n} run events not shown: the terminal is slower than the runs)"),
                 Err(RecvError::Closed) => break,
@@ -297,9 +298,6 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
     if let Some(l) = listener {
         l.abort();
     }
-    if let Err(e) = store.node_stopped(&config.node_id).await {
-        println!("cannot record the stop of node {}: {e}", config.node_id);
-    }
     while let Ok(ev) = events.try_recv() {
         printer.print(&ev, &mut names).await;
     }
@@ -316,7 +314,10 @@ async fn host(config: Config, run_for: Option<Duration>) -> Result<()> {
         ended.join(", "),
         config.database
     );
-    Ok(())
+    match taken_over {
+        Some(message) => Err(anyhow::anyhow!(message)),
+        None => Ok(()),
+    }
 }
 
 /// `TAKT_TEST_CLOCK_SKEW` (seconds, may be negative): shifts this process's clock, so a test
@@ -501,6 +502,10 @@ impl Printer {
                     short_time(Timestamp::now()),
                     down_for.as_secs_f64()
                 );
+                return;
+            }
+            SchedulerEvent::TakenOver { message } => {
+                println!("{}  {message}", short_time(Timestamp::now()));
                 return;
             }
             other => {

@@ -3,10 +3,11 @@
 //!
 //! # The loop
 //!
-//! [`Scheduler::start`] first recovers the runs this node left running in a previous life
-//! ([`Store::run_recover_expired`] with the node id: each is failed with
-//! [`takt_core::run::NODE_RESTARTED`] and retried per its job's policy by the store), then
-//! spawns one tokio task that repeats:
+//! [`Scheduler::start`] first registers this life of the node ([`Store::node_register`]: a
+//! start is refused while another live process holds the node id, see [`takt_core::node`]),
+//! then recovers the runs its previous life left running ([`Store::run_recover_expired`] with
+//! the node id and the new life: each is failed with [`takt_core::run::NODE_RESTARTED`] and
+//! retried per its job's policy by the store), then spawns one tokio task that repeats:
 //!
 //! 1. **Prepare** the due jobs ([`Store::job_due`]: the first [`SchedulerConfig::claim_batch`] in claim order,
 //!    with their running and pending counts): a job whose next fire is later than its misfire
@@ -19,9 +20,11 @@
 //!    chunk's runs (see below) before claiming the next, so the first runs of a crowded
 //!    instant start without waiting for the whole batch. A paused node
 //!    ([`SchedulerHandle::pause`]) skips steps 1 and 2.
-//! 3. Every third of [`SchedulerConfig::lease`]: **renew** the leases of this node's runs (a
-//!    run whose lease was not renewed was recovered by another node and is stopped here), and
-//!    **recover** any node's runs whose lease expired ([`Store::run_recover_expired`]).
+//! 3. Every [`SchedulerConfig::renew_every`]: **renew** the leases of this life's runs, which
+//!    is also the node's heartbeat (a run whose lease was not renewed was recovered by another
+//!    node and is stopped here; a renewal refused because another process took the node id
+//!    over stops the node: [`SchedulerEvent::TakenOver`]), and **recover** any node's runs
+//!    whose lease expired ([`Store::run_recover_expired`]).
 //! 4. **Sleep** until the earliest of: [`Store::next_due`] (one indexed query), a notification
 //!    (a job added or changed through the handle, a run finished, a shutdown), the next lease
 //!    renewal, or the safety poll. The due instant and renewal are waited for on the
@@ -49,11 +52,14 @@
 //!
 //! * Misfire: all three actions go through [`misfire::plan`]. Several fires kept by
 //!   `fire-all` are claimed one per pass (the claim advances a job's next fire once per call);
-//!   the loop passes again at once while anything is due. Under overlap `skip`, a kept fire
-//!   whose predecessor is still running is then skipped as an overlap (the policies compose;
-//!   use `allow` for a catch-up that runs side by side).
-//! * Overlap (counts from `job_due`, so they include other nodes' runs): `skip` records the
-//!   fire as skipped (reason `overlap`); a pending retry counts as a queued run. `allow`
+//!   the loop passes again at once while anything is due. Catch-up is not overlap: a kept fire
+//!   whose time came *before* the job's run in progress started waits its turn as a queued
+//!   run ([`OverlapDecision::Wait`]), so under `skip`, `queue-one` and `cancel-running` the
+//!   kept fires run one after another in fire-time order; under `allow` side by side.
+//! * Overlap (counts from `job_due`, so they include other nodes' runs): only a fire whose
+//!   time comes while a run of the job is in flight (running, or pending since before the
+//!   fire: [`Busy::since`]) is an overlap. `skip` records it as skipped (reason `overlap`); a
+//!   pending retry counts as a queued run. `allow`
 //!   starts it. `queue-one` records the fire as a queued run ([`Store::run_enqueue`]), which
 //!   the claim takes once nothing of the job is running (it keeps its own fire time); a fire
 //!   that comes while one is queued is skipped. `cancel-running` cancels this node's running
@@ -65,9 +71,11 @@
 //!   running twice).
 
 mod clock;
+mod identity;
 mod sink;
 
 pub use clock::{Clock, OffsetClock, Sleep, SystemClock, TestClock};
+pub use identity::new_instance;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,11 +84,12 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobError, JobId, JobName};
-use takt_core::policy::{OverlapDecision, misfire, overlap};
+use takt_core::node::{InstanceId, NodeInfo};
+use takt_core::policy::{Busy, OverlapDecision, OverlapPolicy, misfire, overlap};
 use takt_core::run::{NodeId, PluginBuild, Run, RunEvent, RunId, RunState, SkipReason};
 use takt_core::schedule::Schedule;
 use takt_core::store::{
-    ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFinish, Store, StoreError,
+    ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreError,
     StoreErrorKind,
 };
 use tokio::sync::{Notify, broadcast};
@@ -106,6 +115,17 @@ const MAX_SKIPS_WALKED: usize = 64;
 pub struct SchedulerConfig {
     /// This node's id (recorded on its runs; its leftovers are recovered at start).
     pub node: NodeId,
+    /// This life of the node ([`takt_core::node`]): registered at start, recorded on every
+    /// run it claims. Fresh by default ([`new_instance`]); a start refused while another
+    /// live process holds the node id.
+    pub instance: InstanceId,
+    /// Take the node id over from a live-looking instance on another machine (`--takeover`):
+    /// for an operator who knows that process is gone. Its runs are recovered when their
+    /// leases expire, not at once.
+    pub takeover: bool,
+    /// This machine's name, registered with the node (a restart on the same machine can
+    /// tell a crashed predecessor by its pid).
+    pub host_name: String,
     /// The node tags this node serves (seed 004 DispatcherID): it runs untagged jobs and jobs
     /// whose `node_tag` is one of these. Empty by default: untagged jobs only.
     pub tags: Vec<String>,
@@ -151,6 +171,9 @@ impl SchedulerConfig {
     pub fn new(node: NodeId) -> SchedulerConfig {
         SchedulerConfig {
             node,
+            instance: new_instance(),
+            takeover: false,
+            host_name: crate::config::host_name(),
             tags: Vec::new(),
             capacity: 8,
             lease: Duration::from_secs(60),
@@ -179,6 +202,9 @@ pub enum SchedulerError {
     /// A job must have an id for this call.
     #[error("job \"{0}\" has no id; add it first, or load it from the store")]
     NoId(JobName),
+    /// Another live process holds this node id ([`takt_core::node::refusal_message`]).
+    #[error("{0}")]
+    NodeInUse(String),
 }
 
 /// What happened to a run, or to the node's database, for subscribers
@@ -235,6 +261,13 @@ pub enum SchedulerEvent {
     PluginDrained {
         /// The version, now drained.
         version: PluginVersion,
+    },
+    /// Another process took this node id over (`--takeover`): this node claims nothing
+    /// more, drains what it runs while its leases last, and stops. The embedding program
+    /// should end (`takt run` exits 1).
+    TakenOver {
+        /// What happened ([`takt_core::node::taken_over_message`]).
+        message: String,
     },
 }
 
@@ -301,6 +334,7 @@ pub struct Scheduler<S> {
     plugins: Arc<Plugins>,
     executor: Executor,
     clock: Arc<dyn Clock>,
+    events: broadcast::Sender<SchedulerEvent>,
 }
 
 impl<S: Store + Clone + 'static> Scheduler<S> {
@@ -349,25 +383,59 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             plugins,
             executor,
             clock,
+            events: broadcast::channel(1024).0,
         }
     }
 
-    /// Recovers this node's leftover runs (failed "node restarted", retried per policy), then
-    /// spawns the loop on the current tokio runtime.
+    /// A receiver of the scheduler's events from its very first pass on (the handle's
+    /// [`SchedulerHandle::subscribe`] sees them only from the moment it is called, after the
+    /// loop started).
+    pub fn subscribe(&self) -> broadcast::Receiver<SchedulerEvent> {
+        self.events.subscribe()
+    }
+
+    /// This node as it registers.
+    fn node_info(&self) -> NodeInfo {
+        NodeInfo {
+            id: self.config.node.clone(),
+            instance: self.config.instance.clone(),
+            host_name: self.config.host_name.clone(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            capacity: self.config.capacity,
+            tags: self.config.tags.clone(),
+        }
+    }
+
+    /// Registers this life of the node ([`takt_core::node`]: refused with
+    /// [`SchedulerError::NodeInUse`] while another live process holds the node id), recovers
+    /// the runs its previous life left running (failed "node restarted", retried per policy),
+    /// then spawns the loop on the current tokio runtime.
     pub async fn start(self) -> Result<SchedulerHandle<S>, SchedulerError> {
         let now = self.clock.now();
-        let recovered = self
-            .store
-            .run_recover_expired(now, Some(&self.config.node))
-            .await?;
-        if !recovered.is_empty() {
-            tracing::info!(
-                "node {} recovered {} runs left running by its previous life",
-                self.config.node,
-                recovered.len()
-            );
+        let me = self.node_info();
+        let taken = identity::register(
+            &self.store,
+            &me,
+            now,
+            self.config.lease,
+            self.config.takeover,
+        )
+        .await?;
+        if taken.recover_previous {
+            let recovered = self
+                .store
+                .run_recover_expired(now, Some((&self.config.node, &self.config.instance)))
+                .await?;
+            if !recovered.is_empty() {
+                tracing::info!(
+                    "node {} recovered {} runs left running by its previous life",
+                    self.config.node,
+                    recovered.len()
+                );
+            }
         }
-        let (events, _) = broadcast::channel(1024);
+        let events = self.events;
         let shared = Arc::new(Shared {
             config: self.config,
             store: self.store,
@@ -377,6 +445,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             notify: Notify::new(),
             events,
             stopping: AtomicBool::new(false),
+            taken_over: AtomicBool::new(false),
             paused: AtomicBool::new(false),
             shutdown_grace: Mutex::new(Duration::ZERO),
             running: Mutex::new(HashMap::new()),
@@ -387,7 +456,8 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             let watch = tokio::spawn(watch_plugins(shared.clone(), every));
             *shared.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(watch);
         }
-        let task = tokio::spawn(run_loop(shared.clone()));
+        let live = identity::LiveHere::new(shared.config.instance.clone());
+        let task = tokio::spawn(run_loop(shared.clone(), live));
         Ok(SchedulerHandle {
             shared,
             task: Arc::new(tokio::sync::Mutex::new(Some(task))),
@@ -404,6 +474,8 @@ struct Shared<S> {
     notify: Notify,
     events: broadcast::Sender<SchedulerEvent>,
     stopping: AtomicBool,
+    /// Another process took the node id over ([`SchedulerEvent::TakenOver`]).
+    taken_over: AtomicBool,
     /// Set by [`SchedulerHandle::pause`]: claim nothing until resumed.
     paused: AtomicBool,
     shutdown_grace: Mutex<Duration>,
@@ -643,6 +715,12 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         self.shared.events.subscribe()
     }
 
+    /// This node's id and the life of it this scheduler registered ([`takt_core::node`]):
+    /// what its runs record.
+    pub fn node(&self) -> (&NodeId, &InstanceId) {
+        (&self.shared.config.node, &self.shared.config.instance)
+    }
+
     /// Runs of this node in flight.
     pub fn running(&self) -> usize {
         self.shared.running_count()
@@ -707,7 +785,7 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
 // ---------------------------------------------------------------------------------------------
 // The loop
 
-async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
+async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: identity::LiveHere) {
     let mut runs = JoinSet::new();
     let mut next_renew = shared.clock.now();
     let mut outage = Outage::default();
@@ -839,6 +917,17 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>) {
             stats.abandoned_alive
         );
     }
+    // A clean stop frees the node id at once for the next start (a taken-over life's stop
+    // changes nothing: the row is the new life's).
+    let config = &shared.config;
+    if let Err(e) = shared
+        .store
+        .node_stopped(&config.node, &config.instance, shared.clock.now())
+        .await
+    {
+        tracing::warn!("cannot record the stop of node {}: {e}", config.node);
+    }
+    drop(live);
 }
 
 /// The drain of a shutdown: claims nothing more and lets this node's runs — including those
@@ -903,6 +992,7 @@ async fn claim<S: Store + Clone + 'static>(
         let ask = chunk.min(limit - taken);
         let params = ClaimParams {
             node: shared.config.node.clone(),
+            instance: shared.config.instance.clone(),
             tags: shared.config.tags.clone(),
             now,
             limit: ask,
@@ -950,10 +1040,14 @@ async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<(), Strin
     };
     let renewed = match shared
         .store
-        .lease_renew(&shared.config.node, until, now)
+        .lease_renew(&shared.config.node, &shared.config.instance, until, now)
         .await
     {
         Ok(renewed) => renewed,
+        Err(e) if e.kind() == StoreErrorKind::Conflict => {
+            taken_over(shared, e.to_string());
+            return Ok(());
+        }
         Err(e) => return Err(format!("renewing leases: {e}")),
     };
     // A run we execute whose lease was not renewed has been recovered by another node (or
@@ -999,6 +1093,23 @@ async fn renew<S: Store>(shared: &Shared<S>, now: Timestamp) -> Result<(), Strin
             .await;
     }
     Ok(())
+}
+
+/// Another process took this node id over: claim nothing more and stop, draining what runs
+/// while the leases last (they can no longer be renewed; once they expire, the runs are
+/// recovered like any lost run). Reported once.
+fn taken_over<S>(shared: &Shared<S>, message: String) {
+    if shared.taken_over.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    tracing::error!("{message}");
+    let _ = shared.events.send(SchedulerEvent::TakenOver { message });
+    *shared
+        .shutdown_grace
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = shared.config.lease / 2;
+    shared.stopping.store(true, Ordering::SeqCst);
+    shared.notify.notify_one();
 }
 
 /// The error of a run this node's store held as running but this node never started.
@@ -1077,8 +1188,8 @@ async fn prepare<S: Store>(
             ..
         } = due;
         let late = lateness(now, nf) > misfire_policy.lateness;
-        let overlap = overlap::decide(overlap_policy, running as usize, pending as usize);
-        if !late && overlap == OverlapDecision::Start {
+        let busy = running > 0 || pending > 0;
+        if !late && (!busy || overlap_policy == OverlapPolicy::Allow) {
             // The common case, decided from the row alone.
             continue;
         }
@@ -1117,21 +1228,30 @@ async fn prepare<S: Store>(
             }
         }
         // Overlap: another run of this job still running or waiting.
+        if !busy {
+            continue;
+        }
+        let busy = Busy {
+            running: running as usize,
+            queued: pending as usize,
+            since: busy_since(store, id).await?,
+        };
         let next = || {
             job.schedule
                 .as_ref()
                 .and_then(|s| first_fire_after(s, fire))
         };
-        match overlap {
+        match overlap::decide(overlap_policy, busy, fire) {
             OverlapDecision::Start => {}
             OverlapDecision::Skip(reason) => {
                 changed |= insert_skipped(store, id, fire, reason, None, now).await?;
                 changed |= set_next_fire(store, id, fire, next()).await?;
             }
-            OverlapDecision::Queue => {
-                // The fire waits as a queued run, claimed when the running one ends; the
-                // job's schedule moves on (the next fire that comes while both exist is
-                // skipped as an overlap: one queued at most).
+            OverlapDecision::Queue | OverlapDecision::Wait => {
+                // The fire waits as a queued run, claimed when the job is idle (queued runs
+                // one at a time, oldest first); the job's schedule moves on. Queue: the next
+                // fire that comes while both exist is skipped as an overlap (one queued at
+                // most). Wait: a catch-up fire older than the run in progress, any number.
                 match store.run_enqueue(id, fire, now).await {
                     Ok(_) => changed = true,
                     Err(e) if e.kind() == StoreErrorKind::Conflict => {}
@@ -1145,6 +1265,25 @@ async fn prepare<S: Store>(
         }
     }
     Ok(changed)
+}
+
+/// When the runs of `job` now in flight began: the earliest creation of its running and
+/// pending runs (see [`Busy::since`]). A handful of rows: what one job has in flight.
+async fn busy_since<S: Store>(store: &S, job: JobId) -> Result<Option<Timestamp>, StoreError> {
+    let mut since: Option<Timestamp> = None;
+    for state in [RunState::Running, RunState::Pending] {
+        let runs = store
+            .run_list(&RunFilter {
+                job: Some(job),
+                state: Some(state),
+                limit: 10_000,
+            })
+            .await?;
+        for r in runs {
+            since = Some(since.map_or(r.created_at, |s| s.min(r.created_at)));
+        }
+    }
+    Ok(since)
 }
 
 /// Overlap `cancel-running`: cancels this node's running runs of job `job` so that its fire

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
 use takt_core::run::{NodeId, Progress, Run, RunId};
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
@@ -16,7 +17,6 @@ use takt_core::store::{
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
-use super::postgres::{NodeInfo, NodeStatus};
 use super::{MssqlOptions, MssqlStore, PgOptions, PgStore, SqliteOptions, SqliteStore};
 
 /// Where the data lives: a SQLite file, a PostgreSQL database (a connection string starting
@@ -45,21 +45,40 @@ pub enum Database {
 }
 
 impl Database {
-    /// `text` as a database: a PostgreSQL URL, else a SQLite path (relative to `base`).
-    pub fn parse(text: &str, base: &Path) -> Database {
+    /// `text` as a database: a SQL Server ADO.NET string, a PostgreSQL URL, else a SQLite
+    /// path (relative to `base`). A URL of any other scheme (`mysql://…`, `sqlite://…`) is
+    /// refused with the supported forms rather than taken for a file name.
+    pub fn parse(text: &str, base: &Path) -> Result<Database, String> {
         if is_mssql_connection_string(text) {
-            Database::Mssql {
+            Ok(Database::Mssql {
                 connection_string: text.trim().to_string(),
-            }
+            })
         } else if is_postgres_url(text) {
-            Database::Postgres {
+            Ok(Database::Postgres {
                 url: text.to_string(),
                 schema: None,
                 pool_size: PgOptions::new("").pool_size,
-            }
+            })
+        } else if let Some(scheme) = url_scheme(text) {
+            Err(format!(
+                "\"{scheme}://\" is not a database takt supports; give a SQLite file path \
+                 (takt.db, /var/lib/takt/takt.db), a PostgreSQL URL \
+                 (postgres://user:password@host:5432/db) or a SQL Server connection string \
+                 (Server=host,1433;Database=…;User Id=…;Password=…)"
+            ))
+        } else if text.trim().is_empty() {
+            Err(
+                "the database is empty; give a SQLite file path, a postgres:// URL or a SQL \
+                 Server connection string"
+                    .to_string(),
+            )
         } else {
             let p = PathBuf::from(text);
-            Database::Sqlite(if p.is_absolute() { p } else { base.join(p) })
+            Ok(Database::Sqlite(if p.is_absolute() {
+                p
+            } else {
+                base.join(p)
+            }))
         }
     }
 
@@ -71,18 +90,36 @@ impl Database {
         }
     }
 
-    /// Opens the store: creates a SQLite file (and its directory) or connects to PostgreSQL,
-    /// and applies missing migrations, reporting them to `observer`. Must run inside a tokio
-    /// runtime with I/O and time enabled (PostgreSQL connections are tasks of it).
+    /// Opens the store for a host or for `takt init` / `takt db migrate`: creates a SQLite
+    /// file (and its directory) or connects to a server, and applies missing migrations,
+    /// reporting them to `observer`. Must run inside a tokio runtime with I/O and time
+    /// enabled (server connections are tasks of it).
     pub async fn open(&self, observer: Option<MigrationObserver>) -> StoreResult<AnyStore> {
+        self.open_as(true, observer).await
+    }
+
+    /// Opens an existing takt database at this binary's schema, creating and migrating
+    /// nothing: what every command but `init`, `db migrate` and `run` uses. A missing file, a
+    /// server database without takt's tables and an older or newer schema are refused with
+    /// what to run.
+    pub async fn open_existing(&self) -> StoreResult<AnyStore> {
+        self.open_as(false, None).await
+    }
+
+    async fn open_as(
+        &self,
+        migrate: bool,
+        observer: Option<MigrationObserver>,
+    ) -> StoreResult<AnyStore> {
         match self {
             Database::Sqlite(path) => {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                if migrate && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     // Best effort: opening reports a missing directory precisely.
                     let _ = std::fs::create_dir_all(dir);
                 }
                 let options = SqliteOptions {
                     on_migration: observer,
+                    migrate,
                     ..SqliteOptions::default()
                 };
                 Ok(AnyStore::Sqlite(SqliteStore::open(path, &options)?))
@@ -95,15 +132,27 @@ impl Database {
                 let mut options = PgOptions::new(url.clone()).with_pool_size(*pool_size);
                 options.schema.clone_from(schema);
                 options.on_migration = observer;
+                options.migrate = migrate;
                 Ok(AnyStore::Postgres(PgStore::connect(&options).await?))
             }
             Database::Mssql { connection_string } => {
                 let mut options = MssqlOptions::new(connection_string.clone());
                 options.on_migration = observer;
+                options.migrate = migrate;
                 Ok(AnyStore::Mssql(MssqlStore::connect(&options).await?))
             }
         }
     }
+}
+
+/// The scheme of `text` if it reads as a URL (`scheme://…`); a Windows path (`C:\\x`) or a
+/// plain file name has none.
+fn url_scheme(text: &str) -> Option<&str> {
+    let (scheme, _) = text.trim().split_once("://")?;
+    let mut chars = scheme.chars();
+    (chars.next()?.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
 }
 
 /// Whether `text` is a PostgreSQL connection URL.
@@ -199,34 +248,6 @@ impl AnyStore {
         }
     }
 
-    /// Records that `node` is alive where the database keeps a node table (server databases); an
-    /// embedded file has only this node.
-    pub async fn node_heartbeat(&self, node: &NodeInfo) -> StoreResult<()> {
-        match self {
-            AnyStore::Sqlite(_) => Ok(()),
-            AnyStore::Postgres(s) => s.node_heartbeat(node).await,
-            AnyStore::Mssql(s) => s.node_heartbeat(node).await,
-        }
-    }
-
-    /// The registered nodes (`None`: an embedded file keeps no node table).
-    pub async fn node_list(&self) -> StoreResult<Option<Vec<NodeStatus>>> {
-        match self {
-            AnyStore::Sqlite(_) => Ok(None),
-            AnyStore::Postgres(s) => s.node_list().await.map(Some),
-            AnyStore::Mssql(s) => s.node_list().await.map(Some),
-        }
-    }
-
-    /// Records a clean stop of node `id` (see [`AnyStore::node_heartbeat`]).
-    pub async fn node_stopped(&self, id: &str) -> StoreResult<()> {
-        match self {
-            AnyStore::Sqlite(_) => Ok(()),
-            AnyStore::Postgres(s) => s.node_stopped(id).await,
-            AnyStore::Mssql(s) => s.node_stopped(id).await,
-        }
-    }
-
     /// Calls `wake` when another node or a command changes something on a shared database
     /// (PostgreSQL `LISTEN`; see [`PgStore::listen`]); `None` for an embedded file, which only
     /// this process writes while it runs, and for SQL Server, which has no such channel (its
@@ -303,8 +324,21 @@ impl Store for AnyStore {
         ) -> StoreResult<Run>;
         fn run_get(&self, id: RunId) -> StoreResult<Option<Run>>;
         fn run_list(&self, filter: &RunFilter) -> StoreResult<Vec<Run>>;
-        fn lease_renew(&self, node: &NodeId, until: Timestamp, now: Timestamp) -> StoreResult<Vec<RunId>>;
-        fn run_recover_expired(&self, now: Timestamp, node: Option<&NodeId>) -> StoreResult<Vec<Run>>;
+        fn lease_renew(
+            &self,
+            node: &NodeId,
+            instance: &InstanceId,
+            until: Timestamp,
+            now: Timestamp
+        ) -> StoreResult<Vec<RunId>>;
+        fn run_recover_expired(
+            &self,
+            now: Timestamp,
+            restart: Option<(&NodeId, &InstanceId)>
+        ) -> StoreResult<Vec<Run>>;
+        fn node_register(&self, reg: &Registration) -> StoreResult<Registered>;
+        fn node_stopped(&self, node: &NodeId, instance: &InstanceId, now: Timestamp) -> StoreResult<()>;
+        fn node_list(&self) -> StoreResult<Vec<NodeStatus>>;
         fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()>;
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
@@ -319,31 +353,39 @@ mod tests {
     #[test]
     fn urls_and_paths() {
         let base = Path::new("/etc/takt");
+        let parse = |t: &str, b: &Path| Database::parse(t, b).unwrap();
         assert_eq!(
-            Database::parse("takt.db", base),
+            parse("takt.db", base),
             Database::Sqlite(PathBuf::from("/etc/takt/takt.db"))
         );
         assert_eq!(
-            Database::parse("/var/lib/t.db", base),
+            parse("/var/lib/t.db", base),
             Database::Sqlite(PathBuf::from("/var/lib/t.db"))
         );
-        let pg = Database::parse("postgresql://takt:s3cret@db:5432/mes?sslmode=disable", base);
+        let pg = parse("postgresql://takt:s3cret@db:5432/mes?sslmode=disable", base);
         assert!(matches!(pg, Database::Postgres { .. }));
         let shown = pg.to_string();
         assert_eq!(shown, "postgresql://takt:***@db:5432/mes?sslmode=disable");
         assert!(!shown.contains("s3cret"));
-        let ms = Database::parse(
+        let ms = parse(
             "Server=db.plant,1433;Database=mes;User Id=takt;Password=s3cret;Encrypt=False",
             base,
         );
         assert!(matches!(ms, Database::Mssql { .. }), "{ms:?}");
         assert_eq!(ms.to_string(), "mssql://takt@db.plant:1433/mes");
         assert!(matches!(
-            Database::parse("data source=db;database=mes;uid=t;pwd=x", base),
+            parse("data source=db;database=mes;uid=t;pwd=x", base),
             Database::Mssql { .. }
         ));
+        assert!(matches!(parse("server.db", base), Database::Sqlite(_)));
+        for bad in ["mysql://x@y/z", "sqlite://takt.db", " file:///tmp/x.db"] {
+            let e = Database::parse(bad, base).unwrap_err();
+            assert!(e.contains("is not a database takt supports"), "{e}");
+            assert!(e.contains("postgres://user:password@host:5432/db"), "{e}");
+        }
+        assert!(Database::parse("  ", base).is_err());
         assert!(matches!(
-            Database::parse("server.db", base),
+            parse("C:\\takt\\takt.db", base),
             Database::Sqlite(_)
         ));
         assert_eq!(

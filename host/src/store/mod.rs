@@ -11,6 +11,7 @@
 //! backend here passes the core's conformance suite ([`takt_core::store::conformance`]).
 
 pub mod any;
+mod host_lock;
 pub mod migrate;
 pub mod mssql;
 pub mod postgres;
@@ -19,10 +20,8 @@ mod rows;
 pub mod sqlite;
 
 pub use any::{AnyStore, Database, is_mssql_connection_string, is_postgres_url};
-pub use migrate::{
-    AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, latest_version,
-    migrate,
-};
+pub use migrate::{AppliedMigration, Migration, MigrationEvent, MigrationObserver};
 pub use mssql::{MSSQL_MIGRATIONS, MssqlOptions, MssqlStore, mssql_latest_version};
-pub use postgres::{NodeInfo, NodeStatus, PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
-pub use sqlite::{SqliteOptions, SqliteStore};
+pub use postgres::{PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
+pub use sqlite::migrate::migrate;
+pub use sqlite::{MIGRATIONS, SqliteOptions, SqliteStore, latest_version};

@@ -49,6 +49,18 @@ impl Fail {
     }
 }
 
+/// `f` for a call that is idempotent: a COMMIT whose answer was lost is as safe to try again
+/// as a failure before it (the call's effect, applied twice, is its effect once).
+pub(crate) fn idempotent(f: Fail) -> Fail {
+    match f.retry {
+        Retry::Unknown => Fail {
+            retry: Retry::Safe,
+            ..f
+        },
+        _ => f,
+    }
+}
+
 /// Runs `op` until it succeeds, fails for good, or has failed transiently
 /// `RETRY_PAUSES_MS.len() + 1` times. `op` must be safe to run again after a
 /// [`Retry::Safe`] failure (nothing of it was committed).

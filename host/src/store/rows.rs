@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority};
+use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::store::{StoreError, StoreResult};
@@ -23,8 +24,8 @@ pub(crate) const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params
 /// The columns of `runs`, in the order [`RunRow`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
      finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
-     progress_total, progress_message, skip_reason, next_attempt_at, plugin, plugin_version, \
-     plugin_sha256";
+     progress_total, progress_message, skip_reason, next_attempt_at, node_instance, plugin, \
+     plugin_version, plugin_sha256";
 
 /// A stored value the store cannot read back: someone edited the row by hand, or a newer
 /// takt wrote a form this one does not know.
@@ -169,6 +170,7 @@ pub(crate) struct RunRow {
     pub(crate) progress_message: Option<String>,
     pub(crate) skip_reason: Option<String>,
     pub(crate) next_attempt_at: Option<i64>,
+    pub(crate) node_instance: Option<String>,
     pub(crate) plugin: Option<String>,
     pub(crate) plugin_version: Option<String>,
     pub(crate) plugin_sha256: Option<String>,
@@ -213,6 +215,7 @@ impl RunRow {
                 .map(|s| SkipReason::from_name(&s).ok_or_else(|| bad("skip_reason", &s)))
                 .transpose()?,
             next_attempt_at: opt_ts("next_attempt_at", self.next_attempt_at)?,
+            node_instance: self.node_instance.map(InstanceId),
             // A name without a version is a row edited by hand; read what is there.
             plugin: self.plugin.map(|name| PluginBuild {
                 name,
@@ -327,6 +330,74 @@ impl RunRow {
             plugin: run.plugin.as_ref().map(|p| p.name.clone()),
             plugin_version: run.plugin.as_ref().map(|p| p.version.clone()),
             plugin_sha256: run.plugin.as_ref().and_then(|p| p.sha256.clone()),
+            node_instance: run.node_instance.as_ref().map(|i| i.0.clone()),
+        })
+    }
+}
+
+/// The columns of `nodes`, in the order [`NodeRow`] reads them, followed (in a node listing)
+/// by the count of the node's running runs.
+pub(crate) const NODE_COLUMNS: &str = "id, instance, host_name, pid, version, capacity, tags, \
+     started_at, heartbeat_at, stopped_at";
+
+/// A `nodes` row as stored.
+pub(crate) struct NodeRow {
+    pub(crate) id: String,
+    pub(crate) instance: Option<String>,
+    pub(crate) host_name: String,
+    pub(crate) pid: Option<i64>,
+    pub(crate) version: String,
+    pub(crate) capacity: i64,
+    pub(crate) tags: String,
+    pub(crate) started_at: Option<i64>,
+    pub(crate) heartbeat_at: Option<i64>,
+    pub(crate) stopped_at: Option<i64>,
+}
+
+impl NodeRow {
+    /// The row of `node` as registered at `now`.
+    pub(crate) fn of(node: &NodeInfo, now: Timestamp) -> NodeRow {
+        NodeRow {
+            id: node.id.0.clone(),
+            instance: Some(node.instance.0.clone()),
+            host_name: node.host_name.clone(),
+            pid: Some(i64::from(node.pid)),
+            version: node.version.clone(),
+            capacity: i64::try_from(node.capacity).unwrap_or(i64::MAX),
+            tags: serde_json::to_string(&node.tags).unwrap_or_else(|_| "[]".into()),
+            started_at: Some(ms(now)),
+            heartbeat_at: Some(ms(now)),
+            stopped_at: None,
+        }
+    }
+
+    /// The node as listed, with `running` runs. A row from before instances were recorded
+    /// reads with an empty instance (no life of today's takt has it).
+    pub(crate) fn into_status(self, path: &str, running: i64) -> StoreResult<NodeStatus> {
+        let row = format!("node {}", self.id);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let opt_ts = |column: &str, v: Option<i64>| {
+            v.map(|v| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e)))
+                .transpose()
+        };
+        Ok(NodeStatus {
+            info: NodeInfo {
+                id: NodeId(self.id.clone()),
+                instance: InstanceId(self.instance.unwrap_or_default()),
+                host_name: self.host_name,
+                pid: self
+                    .pid
+                    .map_or(Ok(0), |p| u32::try_from(p).map_err(|_| bad("pid", &p)))?,
+                version: self.version,
+                capacity: usize::try_from(self.capacity)
+                    .map_err(|_| bad("capacity", &self.capacity))?,
+                tags: serde_json::from_str(&self.tags).map_err(|e| bad("tags", &e))?,
+            },
+            started_at: opt_ts("started_at", self.started_at)?,
+            heartbeat_at: opt_ts("heartbeat_at", self.heartbeat_at)?,
+            stopped_at: opt_ts("stopped_at", self.stopped_at)?,
+            running: u64::try_from(running).unwrap_or(0),
         })
     }
 }

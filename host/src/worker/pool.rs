@@ -878,7 +878,7 @@ pub(crate) fn bytes_text(bytes: u64) -> String {
     const KIB: u64 = 1 << 10;
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
-    let (unit, name) = if bytes >= GIB && bytes % (GIB / 2) == 0 {
+    let (unit, name) = if bytes >= GIB && bytes.is_multiple_of(GIB / 2) {
         (GIB, "GiB")
     } else if bytes >= MIB {
         (MIB, "MiB")

@@ -9,6 +9,7 @@
 
 pub(crate) mod jobs;
 pub(crate) mod mssql;
+pub(crate) mod pg;
 pub(crate) mod proxy;
 
 use std::path::{Path, PathBuf};
@@ -79,4 +80,20 @@ pub(crate) fn backend_url(backend: &str, var: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// The `testing` plugin (built by [`build`]) loaded into a set of its own, from shadow copies
+/// under `shadow` in the temp dir: what the scheduler tests run their jobs on.
+pub(crate) fn testing_plugins(shadow: &str) -> std::sync::Arc<takt_host::plugins::PluginSet> {
+    use takt_host::plugins::{LoadOptions, PluginSet};
+    let dir = build(&["takt-plugin-testing"]);
+    let file = cdylib(&dir, "takt-plugin-testing");
+    let options = LoadOptions {
+        shadow_dir: std::env::temp_dir().join(shadow),
+        ..LoadOptions::default()
+    };
+    let mut set = PluginSet::default();
+    set.add_file(&file, &options);
+    assert!(set.refusals().is_empty(), "{:?}", set.refusals());
+    std::sync::Arc::new(set)
 }

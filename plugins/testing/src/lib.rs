@@ -312,7 +312,7 @@ fn chatty(ctx: &JobContext, p: ChattyParams) -> Result<Chatted, JobError> {
             ctx.progress(u64::from(i), total, "lines");
         }
     }
-    if p.lines % 100 != 0 || p.lines == 0 {
+    if !p.lines.is_multiple_of(100) || p.lines == 0 {
         ctx.progress(total, total, "lines");
     }
     Ok(Chatted { lines: p.lines })

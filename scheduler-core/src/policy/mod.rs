@@ -16,7 +16,7 @@ pub mod overlap;
 pub mod retry;
 
 pub use misfire::{MisfireAction, MisfirePlan, MisfirePolicy};
-pub use overlap::{OverlapDecision, OverlapPolicy};
+pub use overlap::{Busy, OverlapDecision, OverlapPolicy};
 pub use retry::{Backoff, Exponential, RetryPolicy};
 
 use crate::schedule::DurationError;

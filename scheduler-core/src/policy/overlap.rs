@@ -4,6 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use jiff::Timestamp;
+
 use super::PolicyError;
 use crate::run::SkipReason;
 
@@ -70,18 +72,45 @@ pub enum OverlapDecision {
     Queue,
     /// Cancel the running run(s) (reason: requested), then start a run.
     CancelRunningThenStart,
+    /// A catch-up fire: its time came *before* the job's run in progress started (fires
+    /// released by `fire-all` after a stop or an outage), so it is no overlap — it waits its
+    /// turn and starts, in fire-time order, once the job is idle. Recorded as a `pending`
+    /// run, like [`OverlapDecision::Queue`], but without the one-waiting limit.
+    Wait,
 }
 
-/// Decides a due fire given how many runs of the job are `running` and how many are `queued`
-/// (pending behind them, not counting the new fire).
-pub fn decide(policy: OverlapPolicy, running: usize, queued: usize) -> OverlapDecision {
-    if running == 0 && queued == 0 {
+/// What of a job is in flight when one of its fires comes due.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Busy {
+    /// Its runs in state running.
+    pub running: usize,
+    /// Its runs pending behind them: queued fires and retries waiting for their time (not
+    /// counting the new fire).
+    pub queued: usize,
+    /// When the earliest of those runs was created (claimed, queued or first attempted):
+    /// a fire before it came while nothing of the job was in flight.
+    pub since: Option<Timestamp>,
+}
+
+/// Decides the fire at `fire` of a job with `busy` in flight.
+///
+/// Only a fire whose time comes while a run of the job is in flight is an overlap: a fire
+/// whose time came before the run in progress started is a backlog fire ([`Wait`]) under
+/// every policy but `allow` (which starts it side by side, as it would any overlap), so a
+/// `fire-all` catch-up runs one fire after another under the default `skip`.
+///
+/// [`Wait`]: OverlapDecision::Wait
+pub fn decide(policy: OverlapPolicy, busy: Busy, fire: Timestamp) -> OverlapDecision {
+    if busy.running == 0 && busy.queued == 0 {
         return OverlapDecision::Start;
+    }
+    if policy != OverlapPolicy::Allow && busy.since.is_some_and(|since| fire < since) {
+        return OverlapDecision::Wait;
     }
     match policy {
         OverlapPolicy::Allow => OverlapDecision::Start,
         OverlapPolicy::Skip => OverlapDecision::Skip(SkipReason::Overlap),
-        OverlapPolicy::QueueOne if queued == 0 => OverlapDecision::Queue,
+        OverlapPolicy::QueueOne if busy.queued == 0 => OverlapDecision::Queue,
         OverlapPolicy::QueueOne => OverlapDecision::Skip(SkipReason::Overlap),
         OverlapPolicy::CancelRunning => OverlapDecision::CancelRunningThenStart,
     }
@@ -92,38 +121,91 @@ mod tests {
     use super::*;
     use OverlapDecision::*;
 
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// `running` and `queued` runs, in flight since 10:00.
+    fn busy(running: usize, queued: usize) -> Busy {
+        Busy {
+            running,
+            queued,
+            since: Some(t("2026-06-01T10:00:00Z")),
+        }
+    }
+
+    const LATER: &str = "2026-06-01T10:00:10Z";
+    const EARLIER: &str = "2026-06-01T09:59:50Z";
+
+    const ALL: [OverlapPolicy; 4] = [
+        OverlapPolicy::Skip,
+        OverlapPolicy::QueueOne,
+        OverlapPolicy::Allow,
+        OverlapPolicy::CancelRunning,
+    ];
+
     #[test]
     fn nothing_running_always_starts() {
-        for p in [
-            OverlapPolicy::Skip,
-            OverlapPolicy::QueueOne,
-            OverlapPolicy::Allow,
-            OverlapPolicy::CancelRunning,
-        ] {
-            assert_eq!(decide(p, 0, 0), Start, "{p}");
+        for p in ALL {
+            assert_eq!(decide(p, Busy::default(), t(LATER)), Start, "{p}");
         }
     }
 
     #[test]
     fn each_policy_with_a_run_in_progress() {
         let skip = Skip(SkipReason::Overlap);
-        assert_eq!(decide(OverlapPolicy::Skip, 1, 0), skip);
-        assert_eq!(decide(OverlapPolicy::QueueOne, 1, 0), Queue);
-        assert_eq!(decide(OverlapPolicy::QueueOne, 1, 1), skip);
-        assert_eq!(decide(OverlapPolicy::Allow, 3, 0), Start);
+        let later = t(LATER);
+        assert_eq!(decide(OverlapPolicy::Skip, busy(1, 0), later), skip);
+        assert_eq!(decide(OverlapPolicy::QueueOne, busy(1, 0), later), Queue);
+        assert_eq!(decide(OverlapPolicy::QueueOne, busy(1, 1), later), skip);
+        assert_eq!(decide(OverlapPolicy::Allow, busy(3, 0), later), Start);
         assert_eq!(
-            decide(OverlapPolicy::CancelRunning, 1, 0),
+            decide(OverlapPolicy::CancelRunning, busy(1, 0), later),
             CancelRunningThenStart
         );
         // A queued run whose predecessor just finished still blocks a second queue entry.
-        assert_eq!(decide(OverlapPolicy::QueueOne, 0, 1), skip);
+        assert_eq!(decide(OverlapPolicy::QueueOne, busy(0, 1), later), skip);
+    }
+
+    #[test]
+    fn a_fire_due_before_the_run_in_progress_began_waits_its_turn() {
+        // fire-all after a stop: the first catch-up run is running, the next missed fires
+        // are older than it and wait — under every policy but allow.
+        let earlier = t(EARLIER);
+        for p in [
+            OverlapPolicy::Skip,
+            OverlapPolicy::QueueOne,
+            OverlapPolicy::CancelRunning,
+        ] {
+            assert_eq!(decide(p, busy(1, 0), earlier), Wait, "{p}");
+            assert_eq!(
+                decide(p, busy(0, 2), earlier),
+                Wait,
+                "{p}: behind waiting ones"
+            );
+        }
+        assert_eq!(decide(OverlapPolicy::Allow, busy(1, 0), earlier), Start);
+        // Exactly at the start counts as coming while it runs.
+        assert_eq!(
+            decide(OverlapPolicy::Skip, busy(1, 0), t("2026-06-01T10:00:00Z")),
+            Skip(SkipReason::Overlap)
+        );
+        // Unknown start: an overlap, as before.
+        let unknown = Busy {
+            since: None,
+            ..busy(1, 0)
+        };
+        assert_eq!(
+            decide(OverlapPolicy::Skip, unknown, earlier),
+            Skip(SkipReason::Overlap)
+        );
     }
 
     #[test]
     fn seed_000_archive_job_does_not_run_twice_by_default() {
         // 15-minute job, 10-minute schedule: at minute 10 the first run is still going.
         assert_eq!(
-            decide(OverlapPolicy::default(), 1, 0),
+            decide(OverlapPolicy::default(), busy(1, 0), t(LATER)),
             Skip(SkipReason::Overlap)
         );
     }

@@ -14,9 +14,9 @@
 //!   instant and fire once. [`GapPolicy::Skip`] does not fire and reports each nominal time as
 //!   [`OccurrenceKind::Skipped`] with [`SkipReason::DstGap`], so the caller can record it.
 //! * **Folds** (clocks fall back, 01:30 happens twice): [`FoldPolicy::Auto`] (default) fires a
-//!   fixed-time rule once, at the first occurrence, and lets an interval-like rule (a `*` or
-//!   step in its second/minute/hour fields, or a calendar "every N hours/minutes/seconds")
-//!   follow elapsed time through both passes. [`FoldPolicy::Once`] and [`FoldPolicy::Both`]
+//!   fixed-time rule once, at the first occurrence, and lets an interval-like rule (a `*`,
+//!   `?`, range or step in its second/minute/hour fields, or a calendar "every N
+//!   hours/minutes/seconds") follow elapsed time through both passes. [`FoldPolicy::Once`] and [`FoldPolicy::Both`]
 //!   force either behaviour.
 //!
 //! Interval rules ([`Interval`]) measure elapsed time and are unaffected by either; a once rule
@@ -503,7 +503,7 @@ impl Iterator for Occurrences<'_> {
 pub fn format_offset(seconds: i32) -> String {
     let sign = if seconds < 0 { '-' } else { '+' };
     let a = seconds.unsigned_abs();
-    if a % 60 != 0 {
+    if !a.is_multiple_of(60) {
         format!("{sign}{:02}:{:02}:{:02}", a / 3600, a / 60 % 60, a % 60)
     } else {
         format!("{sign}{:02}:{:02}", a / 3600, a / 60 % 60)

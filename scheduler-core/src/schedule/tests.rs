@@ -130,6 +130,62 @@ fn new_york_interval_like_follows_elapsed_time_both_ways() {
     );
 }
 
+/// Cronos's rule, which the README promises: a range or a step in the second, minute or hour
+/// field makes a rule interval-like, so it fires in both passes of a fold; `a/n` is a step like
+/// `*/n`. A value or a list of values stays fixed-time and fires once.
+#[test]
+fn new_york_ranges_and_every_step_spelling_fire_in_both_passes() {
+    let twice = [
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-01T01:30:00-05:00",
+        "2026-11-01T02:30:00-05:00",
+    ];
+    for expr in [
+        "0 30 1-9 * * *",
+        "0 30 0/1 * * *",
+        "0 30 */1 * * *",
+        "0 30 0-23/1 * * *",
+        "0 30 22-9 * * *",
+    ] {
+        let s = cron_in(expr, "America/New_York");
+        assert_eq!(take(&s, "2026-11-01T00:45:00-04:00", 3), twice, "{expr}");
+        // Backwards too: from the second pass, its own 01:30 comes before the first pass's.
+        assert_eq!(
+            s.prev_before(ts("2026-11-01T02:00:00-05:00"))
+                .map(|o| show(&o)),
+            Some("2026-11-01T01:30:00-05:00".to_string()),
+            "{expr}"
+        );
+    }
+    assert_eq!(
+        take(
+            &cron_in("0 30 1 * * *", "America/New_York"),
+            "2026-11-01T00:45:00-04:00",
+            2
+        ),
+        ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]
+    );
+    assert_eq!(
+        take(
+            &cron_in("0 30 1,9 * * *", "America/New_York"),
+            "2026-11-01T00:45:00-04:00",
+            2
+        ),
+        ["2026-11-01T01:30:00-04:00", "2026-11-01T09:30:00-05:00"]
+    );
+    // A minute range inside the repeated hour follows both passes minute by minute.
+    let s = cron_in("0 0-1 1 * * *", "America/New_York");
+    assert_eq!(
+        take(&s, "2026-11-01T00:45:00-04:00", 4),
+        [
+            "2026-11-01T01:00:00-04:00",
+            "2026-11-01T01:01:00-04:00",
+            "2026-11-01T01:00:00-05:00",
+            "2026-11-01T01:01:00-05:00"
+        ]
+    );
+}
+
 #[test]
 fn berlin_both_directions() {
     let s = cron_in("30 2 * * *", "Europe/Berlin");
@@ -373,6 +429,8 @@ fn prev_before_mirrors_the_forward_sequence() {
         "0 0 * * *",
         "45 23 * * *",
         "0 * * * *",
+        "30 22-3 * * *",
+        "0/40 1/1 * * *",
     ];
     let policies = [
         policy(GapPolicy::Shift, FoldPolicy::Auto),

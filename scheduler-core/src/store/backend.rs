@@ -12,6 +12,7 @@ use jiff::Timestamp;
 
 use super::{RunFinish, StoreError, StoreResult};
 use crate::job::{JobId, JobName};
+use crate::node::{InstanceId, NodeStatus, taken_over_message};
 use crate::run::{NodeId, Run, RunEvent, RunId, RunState, SkipReason};
 use crate::schedule::{OccurrenceKind, Schedule};
 
@@ -41,7 +42,9 @@ pub fn next_firing(
 }
 
 /// Applies a finish to a run read from the store: the run must still be running the expected
-/// attempt (else a conflict), and a finish in `Pending` is a retry (attempt + 1).
+/// attempt (else a conflict), and a finish in `Pending` is a retry (attempt + 1). The columns
+/// written are [`FinishWrite::of`](super::engine::FinishWrite::of) — the same rule a backend
+/// writes in one statement.
 pub fn apply_finish(
     run: &mut Run,
     id: RunId,
@@ -49,35 +52,110 @@ pub fn apply_finish(
     finish: &RunFinish,
 ) -> StoreResult<()> {
     if run.state != RunState::Running || run.attempt != expected_attempt {
-        return Err(StoreError::conflict(format!(
-            "run {id} is not running attempt {expected_attempt} (it is {}, attempt {}); \
-             another node or request changed it first: reload it",
-            run.state, run.attempt
-        )));
+        return Err(unfinishable(run, id, expected_attempt));
     }
-    run.error.clone_from(&finish.error);
-    run.result_json.clone_from(&finish.result_json);
-    run.elapsed = finish.elapsed;
-    run.plugin.clone_from(&finish.plugin);
-    run.lease_expires_at = None;
-    run.state = finish.state;
-    if finish.state == RunState::Pending {
-        run.attempt += 1;
-        run.next_attempt_at = finish.retry_at;
-    } else {
-        run.next_attempt_at = None;
-        run.finished_at = Some(finish.finished_at);
-    }
+    super::engine::FinishWrite::of(finish).apply(run);
     Ok(())
 }
 
-/// The recovery event for a running run: the restarting node's own runs are restarts (even
-/// with a live lease), everybody else's are lost leases.
-pub fn recovery_event(run: &Run, node: Option<&NodeId>) -> RunEvent {
-    if node.is_some() && run.node_id.as_ref() == node {
-        RunEvent::NodeRestarted
+/// The refusal of a finish of attempt `expected_attempt` of `run`, which is not running it.
+pub fn unfinishable(run: &Run, id: RunId, expected_attempt: u32) -> StoreError {
+    StoreError::conflict(format!(
+        "run {id} is not running attempt {expected_attempt} (it is {}, attempt {}); another \
+         node or request changed it first: reload it",
+        run.state, run.attempt
+    ))
+}
+
+/// Whether `run` already holds `finish` of attempt `expected` (a finish whose commit was
+/// reported lost, read back).
+pub fn finished_as(run: &Run, expected: u32, finish: &RunFinish) -> bool {
+    let attempt = if finish.state == RunState::Pending {
+        expected + 1
     } else {
-        RunEvent::LeaseExpired
+        expected
+    };
+    run.state == finish.state
+        && run.attempt == attempt
+        && run.error == finish.error
+        && run.result_json == finish.result_json
+}
+
+/// A run changed under a write that expected it unchanged while `doing` it.
+pub fn run_changed(id: RunId, doing: &str) -> StoreError {
+    StoreError::conflict(format!("run {id} changed while {doing}; try again"))
+}
+
+/// An edit of `name` from version `yours` while the store holds `stored`.
+pub fn stale_version(name: &JobName, stored: u64, yours: u64) -> StoreError {
+    StoreError::conflict(format!(
+        "job {name} was changed by someone else (stored version {stored}, yours {yours}); \
+         reload it and apply your change again"
+    ))
+}
+
+/// A compare-and-set of `job`'s next fire from `expected` that found another value.
+pub fn next_fire_moved(job: &crate::job::JobDef, expected: Option<Timestamp>) -> StoreError {
+    StoreError::conflict(format!(
+        "job {} next fire is {}, not {}; another node moved it first: reload the job",
+        job.name,
+        show(job.next_fire),
+        show(expected)
+    ))
+}
+
+/// Whether a running run is a leftover of an earlier life of the node that is `restart`ing
+/// (its id and its new instance): on that node, claimed by any other instance (or by none
+/// recorded: a run from before instances were recorded).
+pub fn is_leftover(run: &Run, restart: Option<(&NodeId, &InstanceId)>) -> bool {
+    restart.is_some_and(|(node, instance)| {
+        run.node_id.as_ref() == Some(node) && run.node_instance.as_ref() != Some(instance)
+    })
+}
+
+/// The recovery event for a running run at `now`, if it needs one: a leftover of the
+/// restarting node's earlier life is a restart (even with a live lease), any run whose lease
+/// expired is a lost lease, anything else is left alone.
+pub fn recovery_event(
+    run: &Run,
+    now: Timestamp,
+    restart: Option<(&NodeId, &InstanceId)>,
+) -> Option<RunEvent> {
+    if is_leftover(run, restart) {
+        Some(RunEvent::NodeRestarted)
+    } else if run.lease_expires_at.is_none_or(|l| l <= now) {
+        Some(RunEvent::LeaseExpired)
+    } else {
+        None
+    }
+}
+
+/// The error of a lease renewal by a node life that is not (or no longer) the node's
+/// registered one: `holder` is the row's instance, if there is a row.
+pub fn not_registered(
+    node: &NodeId,
+    instance: &InstanceId,
+    holder: Option<&NodeStatus>,
+) -> StoreError {
+    match holder {
+        Some(h) => StoreError::conflict(taken_over_message(
+            node,
+            instance,
+            &format!(
+                "instance {} on {}{}",
+                h.info.instance,
+                h.info.host_name,
+                if h.info.pid == 0 {
+                    String::new()
+                } else {
+                    format!(", pid {}", h.info.pid)
+                }
+            ),
+        )),
+        None => StoreError::conflict(format!(
+            "node {node} (instance {instance}) is not registered; register it \
+             (Store::node_register) before renewing its leases"
+        )),
     }
 }
 

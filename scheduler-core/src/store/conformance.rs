@@ -35,6 +35,7 @@ use super::{
     ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
 };
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
+use crate::node::{InstanceId, NodeInfo, Registered, Registration};
 use crate::policy::{Backoff, RetryPolicy};
 use crate::run::{
     LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent, RunState,
@@ -120,12 +121,15 @@ where
     check!(retry_requeues_and_is_claimable_only_when_due);
     check!(lease_expiry_recovery_fails_then_retries_per_policy);
     check!(restart_recovery_takes_only_this_nodes_runs);
+    check!(node_identity_is_held_by_one_live_instance);
+    check!(node_list_reports_heartbeats_and_running_runs);
     check!(skipped_runs_keep_reason_and_unique_key);
     check!(claim_records_dst_gap_skips);
     check!(run_list_filters_newest_first);
     check!(job_due_lists_due_jobs_in_claim_order_with_counts);
     check!(next_due_is_the_earliest_claimable_instant);
     check!(queued_run_waits_for_the_running_one);
+    check!(queued_runs_of_a_job_run_one_at_a_time_oldest_first);
     check!(node_tags_route_jobs_to_the_nodes_that_serve_them);
     check!(isolation_and_plugin_builds_are_recorded);
     check!(logs_are_ordered_and_batched if logs);
@@ -216,9 +220,49 @@ fn node(name: &str) -> NodeId {
     NodeId(name.to_string())
 }
 
+/// The first life of node `name` (the instance every claim of the suite uses, unless a check
+/// registers another).
+fn life(name: &str) -> InstanceId {
+    InstanceId(format!("{name}-life-1"))
+}
+
+/// Node `name` with life `instance`, as it registers.
+fn node_info(name: &str, instance: &InstanceId) -> NodeInfo {
+    NodeInfo {
+        id: node(name),
+        instance: instance.clone(),
+        host_name: format!("{name}.plant.local"),
+        pid: 4242,
+        version: "0.0.0-conformance".to_string(),
+        capacity: 8,
+        tags: vec!["line-1".to_string()],
+    }
+}
+
+/// Registers life `instance` of node `name` at `now` (a lease of 60 s keeps it live),
+/// taking over `replace` if given.
+async fn register<S: Store>(
+    store: &S,
+    name: &str,
+    instance: &InstanceId,
+    now: Timestamp,
+    replace: Option<&InstanceId>,
+) -> Registered {
+    store
+        .node_register(&Registration {
+            node: node_info(name, instance),
+            now,
+            live_for: Duration::from_secs(60),
+            replace: replace.cloned(),
+        })
+        .await
+        .expect("node_register")
+}
+
 fn claim(node_name: &str, now: Timestamp, limit: usize) -> ClaimParams {
     ClaimParams {
         node: node(node_name),
+        instance: life(node_name),
         tags: Vec::new(),
         now,
         limit,
@@ -553,6 +597,45 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
         Some(at(36)),
         "a queued run is due from its creation once nothing of its job runs"
     );
+}
+
+/// Several queued runs of one job (a `fire-all` catch-up waiting behind the run in progress)
+/// are claimed one at a time, oldest fire first, each once the job is idle again.
+pub async fn queued_runs_of_a_job_run_one_at_a_time_oldest_first<S: Store>(store: S) {
+    let mut job = manual("catch-up");
+    job.next_fire = Some(at(-60));
+    let job = insert(&store, job).await;
+    let id = job.id.expect("id");
+    let running = claim_one(&store, "node-a", t0()).await;
+    assert_eq!(running.run.fire_time, at(-60));
+    // Enqueued in fire order by successive passes.
+    for (k, fire) in [at(-50), at(-40), at(-30)].into_iter().enumerate() {
+        store
+            .run_enqueue(id, fire, at(1 + k as i64))
+            .await
+            .expect("enqueue");
+    }
+    let mut run = running.run;
+    for (k, want) in [at(-50), at(-40), at(-30)].into_iter().enumerate() {
+        let now = at(10 * (k as i64 + 1));
+        assert!(
+            claim_all(&store, now).await.is_empty(),
+            "nothing is claimed while the job runs (before {want})"
+        );
+        finish(&store, &run, RunEvent::Succeeded { result_json: None }, now).await;
+        let got = claim_all(&store, now).await;
+        assert_eq!(got.len(), 1, "one queued run per claim: {got:?}");
+        assert_eq!(got[0].run.fire_time, want, "oldest fire first");
+        run = got[0].run.clone();
+    }
+    finish(
+        &store,
+        &run,
+        RunEvent::Succeeded { result_json: None },
+        at(40),
+    )
+    .await;
+    assert!(claim_all(&store, at(41)).await.is_empty(), "all ran");
 }
 
 /// `run_enqueue` (overlap `queue-one`): the queued run keeps the unique key, is not claimed
@@ -1122,11 +1205,14 @@ pub async fn lease_expiry_recovery_fails_then_retries_per_policy<S: Store>(store
     let mut retried = manual("retried");
     retried.retry = seed_retries(1);
     insert(&store, retried).await;
+    register(&store, "node-a", &life("node-a"), t0(), None).await;
+    register(&store, "node-b", &life("node-b"), t0(), None).await;
     let run = claim_one(&store, "node-a", t0()).await.run;
     let id = run.id.expect("id");
     assert_eq!(run.lease_expires_at, Some(at(60)));
+    assert_eq!(run.node_instance, Some(life("node-a")), "claim: instance");
     let renewed = store
-        .lease_renew(&node("node-a"), at(90), at(30))
+        .lease_renew(&node("node-a"), &life("node-a"), at(90), at(30))
         .await
         .expect("renew");
     assert_eq!(
@@ -1136,7 +1222,7 @@ pub async fn lease_expiry_recovery_fails_then_retries_per_policy<S: Store>(store
     );
     assert_eq!(
         store
-            .lease_renew(&node("node-b"), at(90), at(30))
+            .lease_renew(&node("node-b"), &life("node-b"), at(90), at(30))
             .await
             .expect("renew"),
         Vec::new(),
@@ -1160,7 +1246,7 @@ pub async fn lease_expiry_recovery_fails_then_retries_per_policy<S: Store>(store
     assert_eq!(store.run_get(id).await.expect("get").as_ref(), Some(r));
     assert_eq!(
         store
-            .lease_renew(&node("node-a"), at(200), at(95))
+            .lease_renew(&node("node-a"), &life("node-a"), at(200), at(95))
             .await
             .expect("renew"),
         Vec::new(),
@@ -1200,26 +1286,166 @@ pub async fn lease_expiry_recovery_fails_then_retries_per_policy<S: Store>(store
     );
 }
 
-/// A restarting node recovers its own running runs (whatever their lease) and no one else's.
+/// A restarting node recovers the runs its earlier lives left running (whatever their lease)
+/// and nothing else: not another node's, and not its new life's own.
 pub async fn restart_recovery_takes_only_this_nodes_runs<S: Store>(store: S) {
     insert(&store, manual("mine")).await;
     insert(&store, manual("theirs")).await;
+    insert(&store, manual("new-life")).await;
     let mine = claim_one(&store, "node-a", t0()).await.run;
     let theirs = claim_one(&store, "node-b", t0()).await.run;
+    let second = InstanceId("node-a-life-2".to_string());
+    let mut p = claim("node-a", t0(), 1);
+    p.instance = second.clone();
+    let fresh = store.run_claim_due(&p).await.expect("claim").remove(0).run;
+    assert_eq!(fresh.node_instance, Some(second.clone()));
     let got = store
-        .run_recover_expired(at(1), Some(&node("node-a")))
+        .run_recover_expired(at(1), Some((&node("node-a"), &second)))
         .await
         .expect("recover");
-    assert_eq!(got.len(), 1, "only this node's run");
+    assert_eq!(got.len(), 1, "only the earlier life's run");
     assert_eq!(got[0].id, mine.id);
     assert_eq!(got[0].state, RunState::Failed, "no retries: failed");
     assert_eq!(got[0].error.as_deref(), Some(NODE_RESTARTED));
-    let other = store
-        .run_get(theirs.id.expect("id"))
+    for untouched in [theirs, fresh] {
+        let now = store
+            .run_get(untouched.id.expect("id"))
+            .await
+            .expect("get")
+            .expect("run");
+        assert_eq!(
+            now, untouched,
+            "a live run of another node or life is untouched"
+        );
+    }
+}
+
+/// One process per node identity: a start is refused while another life of the node id has a
+/// live heartbeat (nothing written), unless it names that life to take over; the taken-over
+/// life can renew nothing and stops; a stopped or stale life is followed without asking.
+pub async fn node_identity_is_held_by_one_live_instance<S: Store>(store: S) {
+    let (one, two, three) = (
+        life("n"),
+        InstanceId("n-life-2".to_string()),
+        InstanceId("n-life-3".to_string()),
+    );
+    assert_eq!(
+        register(&store, "n", &one, t0(), None).await,
+        Registered::Yes { previous: None },
+        "first start"
+    );
+    match register(&store, "n", &two, at(30), None).await {
+        Registered::Refused { live } => {
+            assert_eq!(
+                live.info,
+                node_info("n", &one),
+                "refused: names the live life"
+            );
+            assert_eq!(live.heartbeat_at, Some(t0()));
+        }
+        other => panic!("a second live instance was not refused: {other:?}"),
+    }
+    assert!(
+        matches!(
+            register(&store, "n", &two, at(30), Some(&three)).await,
+            Registered::Refused { .. }
+        ),
+        "takeover of a life that is not the live one"
+    );
+    let listed = store.node_list().await.expect("node_list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].info.instance, one, "a refusal writes nothing");
+    // A heartbeat keeps it live past the first lease.
+    store
+        .lease_renew(&node("n"), &one, at(120), at(59))
         .await
-        .expect("get")
-        .expect("run");
-    assert_eq!(other, theirs, "another node's live run is untouched");
+        .expect("heartbeat");
+    assert!(
+        matches!(
+            register(&store, "n", &two, at(100), None).await,
+            Registered::Refused { .. }
+        ),
+        "a renewed heartbeat is live"
+    );
+    // Taken over by name.
+    match register(&store, "n", &two, at(100), Some(&one)).await {
+        Registered::Yes { previous: Some(p) } => assert_eq!(p.info.instance, one),
+        other => panic!("takeover refused: {other:?}"),
+    }
+    let e = store
+        .lease_renew(&node("n"), &one, at(160), at(101))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "taken-over life: {e}");
+    assert!(e.message().contains("taken over"), "{e}");
+    let e = store
+        .lease_renew(&node("nobody"), &one, at(160), at(101))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "unregistered node: {e}");
+    store
+        .lease_renew(&node("n"), &two, at(160), at(101))
+        .await
+        .expect("the new life renews");
+    // The old life's stop changes nothing; the new life's stop frees the id at once.
+    store
+        .node_stopped(&node("n"), &one, at(102))
+        .await
+        .expect("stop");
+    assert_eq!(store.node_list().await.expect("list")[0].stopped_at, None);
+    store
+        .node_stopped(&node("n"), &two, at(103))
+        .await
+        .expect("stop");
+    assert_eq!(
+        store.node_list().await.expect("list")[0].stopped_at,
+        Some(at(103))
+    );
+    assert!(
+        matches!(
+            register(&store, "n", &three, at(104), None).await,
+            Registered::Yes { previous: Some(_) }
+        ),
+        "a cleanly stopped life is followed"
+    );
+    // A life that stopped heartbeating a lease ago is followed (a crash elsewhere).
+    assert!(
+        matches!(
+            register(&store, "n", &one, at(104 + 60), None).await,
+            Registered::Yes { previous: Some(_) }
+        ),
+        "a stale heartbeat is followed"
+    );
+}
+
+/// The nodes table: every registered node by id with what it registered, its last heartbeat
+/// (each lease renewal) and its running runs.
+pub async fn node_list_reports_heartbeats_and_running_runs<S: Store>(store: S) {
+    assert!(store.node_list().await.expect("list").is_empty());
+    register(&store, "node-b", &life("node-b"), t0(), None).await;
+    register(&store, "node-a", &life("node-a"), at(1), None).await;
+    insert(&store, manual("one")).await;
+    insert(&store, manual("two")).await;
+    claim_one(&store, "node-a", at(2)).await;
+    claim_one(&store, "node-a", at(2)).await;
+    store
+        .lease_renew(&node("node-a"), &life("node-a"), at(70), at(10))
+        .await
+        .expect("renew");
+    let listed = store.node_list().await.expect("list");
+    let ids: Vec<&str> = listed.iter().map(|n| n.info.id.0.as_str()).collect();
+    assert_eq!(ids, ["node-a", "node-b"], "by id");
+    let a = &listed[0];
+    assert_eq!(
+        a.info,
+        node_info("node-a", &life("node-a")),
+        "what it registered"
+    );
+    assert_eq!(a.started_at, Some(at(1)));
+    assert_eq!(a.heartbeat_at, Some(at(10)), "the renewal is a heartbeat");
+    assert_eq!(a.heartbeat_age(at(25)), Duration::from_secs(15));
+    assert_eq!(a.running, 2);
+    assert_eq!((listed[1].running, listed[1].heartbeat_at), (0, Some(t0())));
 }
 
 /// A skipped run keeps its reason and detail, takes the (job, fire time) key, and a claim of

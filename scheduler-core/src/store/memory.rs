@@ -1,10 +1,12 @@
-//! The reference store: everything in memory behind one `std::sync::Mutex`.
+//! The reference store: the [engine](super::engine) over a dialect that keeps everything in
+//! memory.
 //!
-//! It is the executable form of the [`Store`] contract (the conformance suite is checked
-//! against it first) and the store of the host's unit tests, of embedded hosts that need no
-//! persistence and of the in-memory benchmarks. Every method takes the lock once, does all its
-//! work, and releases it before returning: nothing awaits while holding it, so each method is
-//! atomic, like one SQL transaction. Clones share the data, like two nodes on one database.
+//! It is the first dialect of the engine, so the reference and the databases share the rules
+//! instead of imitating each other; it is also the store of the host's unit tests, of embedded
+//! hosts that need no persistence and of the in-memory benchmarks. A session checks the data
+//! out of its slot for the length of one store call (other sessions wait), so every call is
+//! atomic, like one SQL transaction; a transaction journals what it changes and undoes it when
+//! dropped without a commit. Clones share the data, like two nodes on one database.
 //!
 //! # Indexes
 //!
@@ -18,25 +20,130 @@
 //! the conformance suite and the consistency check in the tests hold them to the rows.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::backend::{
-    add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
-    recovery_event, run_missing, show,
+use super::backend::recovery_event;
+use super::engine::{
+    Checkout, Conn, Dialect, DialectStore, Engine, FinishWrite, NextFireMove, PendingDue, Res,
+    Session, Slot,
 };
-use super::{
-    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreError, StoreResult, serves,
-};
+use super::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves};
 use crate::job::{JobDef, JobId, JobName, Priority};
+use crate::node::{InstanceId, NodeInfo, NodeStatus};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
-/// An in-memory [`Store`]; cheap to clone (clones share the data).
+/// An in-memory [`super::Store`]; cheap to clone (clones share the data).
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStore {
-    inner: Arc<Mutex<Inner>>,
+    engine: Engine<MemoryDialect>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+}
+
+impl DialectStore for MemoryStore {
+    type Dialect = MemoryDialect;
+
+    fn engine(&self) -> &Engine<MemoryDialect> {
+        &self.engine
+    }
+}
+
+impl Default for Engine<MemoryDialect> {
+    fn default() -> Self {
+        Engine::new(MemoryDialect::default())
+    }
+}
+
+/// The memory store's dialect: the data in one [`Slot`] that a session checks out.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryDialect {
+    slot: Arc<Slot<Inner>>,
+}
+
+/// The data checked out for one store call; given back when dropped (also on a panic).
+#[derive(Debug)]
+pub struct MemorySession {
+    data: Checkout<Inner>,
+}
+
+impl Dialect for MemoryDialect {
+    type Session = MemorySession;
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn session(&self, _what: &'static str) -> Res<MemorySession> {
+        Ok(MemorySession {
+            data: self.slot.check_out(),
+        })
+    }
+
+    async fn pause(&self, _what: &str, _error: &StoreError, _pause: Duration) {
+        // Never asked: no memory-store error is transient.
+    }
+}
+
+impl Session for MemorySession {
+    type Conn<'a> = MemoryConn<'a>;
+
+    fn conn(&mut self) -> MemoryConn<'_> {
+        MemoryConn {
+            inner: &mut self.data,
+            tx: false,
+        }
+    }
+
+    async fn begin(&mut self, _what: &'static str) -> Res<MemoryConn<'_>> {
+        let inner = &mut *self.data;
+        inner.journal = Some(Journal {
+            counters: (inner.last_job, inner.last_run, inner.last_seq),
+            undo: Vec::new(),
+        });
+        Ok(MemoryConn { inner, tx: true })
+    }
+}
+
+/// The primitives on the checked-out data; in a transaction, what they change is journaled.
+#[derive(Debug)]
+pub struct MemoryConn<'a> {
+    inner: &'a mut Inner,
+    tx: bool,
+}
+
+impl Drop for MemoryConn<'_> {
+    /// A transaction dropped without a commit is undone.
+    fn drop(&mut self) {
+        if self.tx
+            && let Some(journal) = self.inner.journal.take()
+        {
+            self.inner.roll_back(journal);
+        }
+    }
+}
+
+/// What a transaction changed, to undo it.
+#[derive(Debug)]
+struct Journal {
+    counters: (i64, i64, u64),
+    undo: Vec<Undo>,
+}
+
+/// The state of one row before a transaction first changed it.
+#[derive(Debug)]
+enum Undo {
+    Job(JobId, Option<Box<JobDef>>),
+    Run(RunId, Option<Box<Run>>, Option<Vec<(u64, LogLine)>>),
+    Logs(RunId, usize),
+    Node(NodeId, Option<NodeStatus>),
 }
 
 #[derive(Debug, Default)]
@@ -46,9 +153,14 @@ struct Inner {
     /// The unique (job, fire time) key.
     run_keys: BTreeMap<(JobId, Timestamp), RunId>,
     logs: BTreeMap<RunId, Vec<(u64, LogLine)>>,
+    /// The claim token of each run's latest claim (for resolving a lost commit; a memory
+    /// store never loses one, but it keeps the contract).
+    tokens: HashMap<RunId, i64>,
+    nodes: BTreeMap<NodeId, NodeStatus>,
     last_job: i64,
     last_run: i64,
     last_seq: u64,
+    journal: Option<Journal>,
     // ---- indexes (see the module docs) ----
     /// Enabled jobs with a next fire: priority → (next fire, id).
     fires: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
@@ -63,37 +175,56 @@ struct Inner {
     active: HashMap<JobId, (u32, u32)>,
 }
 
-/// A claimable item in claim order: (priority, due, id, what).
-type Candidate = (Priority, Timestamp, i64, Due);
-
-#[derive(Clone, Copy, Debug)]
-enum Due {
-    Fire(JobId),
-    Retry(RunId),
-}
-
-impl MemoryStore {
-    /// An empty store.
-    pub fn new() -> MemoryStore {
-        MemoryStore::default()
-    }
-
-    fn lock(&self) -> StoreResult<MutexGuard<'_, Inner>> {
-        self.inner.lock().map_err(|_| {
-            StoreError::other(
-                "memory store is poisoned: a thread panicked while changing it; create a new \
-                 store",
-            )
-        })
-    }
-}
-
 impl Inner {
-    fn job(&self, id: JobId) -> StoreResult<&JobDef> {
-        self.jobs.get(&id).ok_or_else(|| job_missing(id))
+    // ---- the journal -----------------------------------------------------------------
+
+    fn journal(&mut self, undo: Undo) {
+        if let Some(j) = &mut self.journal {
+            j.undo.push(undo);
+        }
     }
 
-    // ---- index maintenance -----------------------------------------------------------------
+    fn roll_back(&mut self, journal: Journal) {
+        for undo in journal.undo.into_iter().rev() {
+            match undo {
+                Undo::Job(id, old) => {
+                    self.drop_job_row(id);
+                    if let Some(job) = old.map(|j| *j) {
+                        self.index_job(&job, true);
+                        self.names.insert(job.name.clone(), id);
+                        self.jobs.insert(id, job);
+                    }
+                }
+                Undo::Run(id, old, logs) => {
+                    self.drop_run_row(id);
+                    if let Some(run) = old.map(|r| *r) {
+                        self.run_keys.insert((run.job_id, run.fire_time), id);
+                        self.index_run(id, &run, true);
+                        self.runs.insert(id, run);
+                    }
+                    if let Some(logs) = logs {
+                        self.logs.insert(id, logs);
+                    }
+                }
+                Undo::Logs(run, len) => {
+                    if let Some(log) = self.logs.get_mut(&run) {
+                        log.truncate(len);
+                    }
+                }
+                Undo::Node(id, old) => match old {
+                    Some(n) => {
+                        self.nodes.insert(id, n);
+                    }
+                    None => {
+                        self.nodes.remove(&id);
+                    }
+                },
+            }
+        }
+        (self.last_job, self.last_run, self.last_seq) = journal.counters;
+    }
+
+    // ---- index maintenance -----------------------------------------------------------
 
     fn index_job(&mut self, job: &JobDef, add: bool) {
         let (Some(id), Some(fire)) = (job.id, job.next_fire) else {
@@ -115,28 +246,23 @@ impl Inner {
         }
     }
 
-    /// Stores `job` (its id set) in place of the old row, keeping the indexes in step.
-    fn put_job(&mut self, job: JobDef) {
-        let Some(id) = job.id else { return };
+    /// Removes job `id`'s row and its index entries (nothing journaled).
+    fn drop_job_row(&mut self, id: JobId) {
         if let Some(old) = self.jobs.remove(&id) {
             self.index_job(&old, false);
             self.names.remove(&old.name);
         }
+    }
+
+    /// Stores `job` (its id set) in place of the old row, keeping the indexes in step.
+    fn put_job(&mut self, job: JobDef) {
+        let Some(id) = job.id else { return };
+        let old = self.jobs.get(&id).cloned().map(Box::new);
+        self.journal(Undo::Job(id, old));
+        self.drop_job_row(id);
         self.index_job(&job, true);
         self.names.insert(job.name.clone(), id);
         self.jobs.insert(id, job);
-    }
-
-    /// Changes job `id` through `f`, keeping the indexes in step.
-    fn update_job<R>(
-        &mut self,
-        id: JobId,
-        f: impl FnOnce(&mut JobDef) -> StoreResult<R>,
-    ) -> StoreResult<R> {
-        let mut job = self.job(id)?.clone();
-        let out = f(&mut job)?;
-        self.put_job(job);
-        Ok(out)
     }
 
     fn index_run(&mut self, id: RunId, run: &Run, add: bool) {
@@ -185,103 +311,52 @@ impl Inner {
         }
     }
 
-    /// Stores `run` (its id set) in place of the old row, keeping the indexes in step.
-    fn put_run(&mut self, run: Run) {
-        let Some(id) = run.id else { return };
+    /// Removes run `id`'s row, key and index entries (nothing journaled).
+    fn drop_run_row(&mut self, id: RunId) {
         if let Some(old) = self.runs.remove(&id) {
             self.index_run(id, &old, false);
+            self.run_keys.remove(&(old.job_id, old.fire_time));
         }
+    }
+
+    /// Stores `run` (its id set) in place of the old row, keeping the key and the indexes in
+    /// step.
+    fn put_run(&mut self, run: Run) {
+        let Some(id) = run.id else { return };
+        let old = self.runs.get(&id).cloned().map(Box::new);
+        self.journal(Undo::Run(id, old, None));
+        self.drop_run_row(id);
+        self.run_keys.insert((run.job_id, run.fire_time), id);
         self.index_run(id, &run, true);
         self.runs.insert(id, run);
     }
 
-    /// Changes run `id` through `f`, keeping the indexes in step.
-    fn update_run<R>(
-        &mut self,
-        id: RunId,
-        f: impl FnOnce(&mut Run) -> StoreResult<R>,
-    ) -> StoreResult<(R, Run)> {
-        let mut run = self.runs.get(&id).ok_or_else(|| run_missing(id))?.clone();
-        let out = f(&mut run)?;
-        self.put_run(run.clone());
-        Ok((out, run))
-    }
-
-    fn insert_run(&mut self, mut run: Run) -> Run {
-        self.last_run += 1;
-        let id = RunId(self.last_run);
-        run.id = Some(id);
-        self.run_keys.insert((run.job_id, run.fire_time), id);
-        self.put_run(run.clone());
-        run
-    }
-
-    fn remove_run(&mut self, id: RunId) -> u64 {
-        if let Some(run) = self.runs.remove(&id) {
-            self.index_run(id, &run, false);
-            self.run_keys.remove(&(run.job_id, run.fire_time));
+    /// Inserts `run` with a new id unless its (job, fire time) key is taken.
+    fn insert_run(&mut self, mut run: Run) -> Option<Run> {
+        if self.run_keys.contains_key(&(run.job_id, run.fire_time)) {
+            return None;
         }
-        self.logs.remove(&id).map_or(0, |l| l.len() as u64)
+        self.last_run += 1;
+        run.id = Some(RunId(self.last_run));
+        self.put_run(run.clone());
+        Some(run)
     }
 
-    // ---- reads through the indexes ----------------------------------------------------------
+    /// Removes run `id` with its log; how many log lines went with it.
+    fn remove_run(&mut self, id: RunId) -> u64 {
+        let old = self.runs.get(&id).cloned().map(Box::new);
+        let logs = self.logs.remove(&id);
+        let lines = logs.as_ref().map_or(0, |l| l.len() as u64);
+        self.journal(Undo::Run(id, old, logs));
+        self.drop_run_row(id);
+        self.tokens.remove(&id);
+        lines
+    }
+
+    // ---- reads through the indexes ---------------------------------------------------
 
     fn counts(&self, job: JobId) -> (u32, u32) {
         self.active.get(&job).copied().unwrap_or_default()
-    }
-
-    /// The first `limit` due fires of enabled jobs in claim order, passing over the jobs in
-    /// `skip`: per priority bucket, the prefix of fires at or before `now`.
-    fn due_fires(
-        &self,
-        now: Timestamp,
-        limit: usize,
-        skip: &BTreeSet<JobId>,
-        tags: &[String],
-    ) -> Vec<Candidate> {
-        let mut out = Vec::new();
-        for (priority, set) in &self.fires {
-            for &(fire, id) in set.iter().take_while(|(fire, _)| *fire <= now) {
-                if skip.contains(&id) || !self.serves(id, tags) {
-                    continue;
-                }
-                if out.len() >= limit {
-                    return out;
-                }
-                out.push((*priority, fire, id.0, Due::Fire(id)));
-            }
-        }
-        out
-    }
-
-    /// Claimable pending runs of enabled jobs at `now`: retries whose time has come, and queued
-    /// runs of jobs with nothing running (due from their creation).
-    fn due_pending(&self, now: Timestamp, tags: &[String]) -> Vec<Candidate> {
-        let mut out = Vec::new();
-        let enabled = |job: JobId| {
-            self.jobs
-                .get(&job)
-                .filter(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
-        };
-        for &(at, id) in self.retries.iter().take_while(|(at, _)| *at <= now) {
-            if let Some(job) = self.runs.get(&id).and_then(|r| enabled(r.job_id)) {
-                out.push((job.priority, at, id.0, Due::Retry(id)));
-            }
-        }
-        for (job_id, runs) in &self.queued {
-            let Some(job) = enabled(*job_id) else {
-                continue;
-            };
-            if self.counts(*job_id).0 > 0 {
-                continue;
-            }
-            for id in runs {
-                if let Some(run) = self.runs.get(id).filter(|r| r.created_at <= now) {
-                    out.push((job.priority, run.created_at, id.0, Due::Retry(*id)));
-                }
-            }
-        }
-        out
     }
 
     /// Whether a node serving `tags` may run job `id`.
@@ -291,115 +366,57 @@ impl Inner {
             .is_some_and(|j| serves(tags, j.node_tag.as_deref()))
     }
 
-    /// Claims the fire of job `id` at `fire` (its current next fire); see
-    /// [`Store::run_claim_due`].
-    fn claim_fire(
-        &mut self,
-        id: JobId,
-        fire: Timestamp,
-        p: &ClaimParams,
-        lease_until: Timestamp,
-    ) -> StoreResult<Option<ClaimedRun>> {
-        let job = self.job(id)?.clone();
-        let (next, skips) = match &job.schedule {
-            Some(s) => next_firing(s, fire),
-            None => (None, Vec::new()),
-        };
-        // The conditional advance: under the lock the old value is necessarily `fire`.
-        self.update_job(id, |stored| {
-            if stored.next_fire != Some(fire) {
-                return Err(StoreError::conflict(format!(
-                    "job {} next fire moved while claiming; claim again",
-                    stored.name
-                )));
-            }
-            stored.next_fire = next;
-            Ok(())
-        })?;
-        for (at, reason) in skips {
-            if !self.run_keys.contains_key(&(id, at)) {
-                self.insert_run(Run::skipped(id, at, reason, None, p.now));
+    /// The first `limit` due fires of enabled jobs in claim order, passing over the jobs in
+    /// `skip`: per priority bucket, the prefix of fires at or before `now`.
+    fn due_fires(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        skip: &[JobId],
+        tags: &[String],
+    ) -> Vec<JobId> {
+        let mut out = Vec::new();
+        for set in self.fires.values() {
+            for &(_, id) in set.iter().take_while(|(fire, _)| *fire <= now) {
+                if skip.contains(&id) || !self.serves(id, tags) {
+                    continue;
+                }
+                if out.len() >= limit {
+                    return out;
+                }
+                out.push(id);
             }
         }
-        if self.run_keys.contains_key(&(id, fire)) {
-            return Ok(None);
-        }
-        let run = p.new_run(id, fire, lease_until, &job.retry)?;
-        let run = self.insert_run(run);
-        let job = self.job(id)?.clone();
-        Ok(Some(ClaimedRun { run, job }))
+        out
     }
 
-    fn claim_retry(
-        &mut self,
-        id: RunId,
-        p: &ClaimParams,
-        lease_until: Timestamp,
-    ) -> StoreResult<ClaimedRun> {
-        let job_id = self.runs.get(&id).ok_or_else(|| run_missing(id))?.job_id;
-        let job = self.job(job_id)?.clone();
-        let ((), run) = self.update_run(id, |run| {
-            p.claim(run, lease_until, &job.retry)?;
-            Ok(())
-        })?;
-        Ok(ClaimedRun { run, job })
+    fn node_status(&self, n: &NodeStatus) -> NodeStatus {
+        NodeStatus {
+            running: self
+                .running
+                .iter()
+                .filter(|id| self.runs[id].node_id.as_ref() == Some(&n.info.id))
+                .count() as u64,
+            ..n.clone()
+        }
     }
 }
 
-impl Store for MemoryStore {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+impl Conn for MemoryConn<'_> {
+    async fn commit(mut self) -> Res<()> {
+        self.inner.journal = None;
+        self.tx = false;
+        Ok(())
     }
 
-    async fn job_insert(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
-        job.validate()?;
-        let mut inner = self.lock()?;
-        if inner.names.contains_key(&job.name) {
-            return Err(name_taken(&job.name));
-        }
-        inner.last_job += 1;
-        let id = JobId(inner.last_job);
-        let mut stored = job.clone();
-        stored.id = Some(id);
-        stored.version = 1;
-        stored.updated_at = Some(now);
-        inner.put_job(stored.clone());
-        Ok(stored)
+    // ---- jobs ------------------------------------------------------------------------
+
+    async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
+        Ok(self.inner.jobs.get(&id).cloned())
     }
 
-    async fn job_update(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef> {
-        job.validate()?;
-        let id = job.id.ok_or_else(|| {
-            StoreError::invalid(format!(
-                "job {} has no id; insert it first, or load it to update it",
-                job.name
-            ))
-        })?;
-        let mut inner = self.lock()?;
-        let current = inner.job(id)?;
-        if current.version != job.version {
-            return Err(StoreError::conflict(format!(
-                "job {} was changed by someone else (stored version {}, yours {}); reload it \
-                 and apply your change again",
-                current.name, current.version, job.version
-            )));
-        }
-        if inner.names.get(&job.name).is_some_and(|other| *other != id) {
-            return Err(name_taken(&job.name));
-        }
-        let mut stored = job.clone();
-        stored.version += 1;
-        stored.updated_at = Some(now);
-        inner.put_job(stored.clone());
-        Ok(stored)
-    }
-
-    async fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>> {
-        Ok(self.lock()?.jobs.get(&id).cloned())
-    }
-
-    async fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>> {
-        let inner = self.lock()?;
+    async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
+        let inner = &*self.inner;
         Ok(inner
             .names
             .get(name)
@@ -407,17 +424,42 @@ impl Store for MemoryStore {
             .cloned())
     }
 
-    async fn job_list(&self) -> StoreResult<Vec<JobDef>> {
-        Ok(self.lock()?.jobs.values().cloned().collect())
+    async fn job_list(&mut self) -> Res<Vec<JobDef>> {
+        Ok(self.inner.jobs.values().cloned().collect())
     }
 
-    async fn job_delete(&self, id: JobId) -> StoreResult<()> {
-        let mut inner = self.lock()?;
-        let job = inner
-            .jobs
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| job_missing(id))?;
+    async fn job_insert(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
+        let inner = &mut *self.inner;
+        if inner.names.contains_key(&job.name) {
+            return Ok(None);
+        }
+        inner.last_job += 1;
+        let mut stored = job.clone();
+        stored.id = Some(JobId(inner.last_job));
+        stored.version = 1;
+        stored.updated_at = Some(now);
+        inner.put_job(stored.clone());
+        Ok(Some(stored))
+    }
+
+    async fn job_update_if_version(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
+        let inner = &mut *self.inner;
+        let Some(id) = job.id else { return Ok(None) };
+        if inner.jobs.get(&id).is_none_or(|j| j.version != job.version) {
+            return Ok(None);
+        }
+        let mut stored = job.clone();
+        stored.version += 1;
+        stored.updated_at = Some(now);
+        inner.put_job(stored.clone());
+        Ok(Some(stored))
+    }
+
+    async fn job_delete(&mut self, id: JobId) -> Res<bool> {
+        let inner = &mut *self.inner;
+        if !inner.jobs.contains_key(&id) {
+            return Ok(false);
+        }
         let runs: Vec<RunId> = inner
             .run_keys
             .range((id, Timestamp::MIN)..=(id, Timestamp::MAX))
@@ -426,72 +468,65 @@ impl Store for MemoryStore {
         for r in runs {
             inner.remove_run(r);
         }
-        inner.index_job(&job, false);
-        inner.names.remove(&job.name);
-        inner.jobs.remove(&id);
-        Ok(())
+        let old = inner.jobs.get(&id).cloned().map(Box::new);
+        inner.journal(Undo::Job(id, old));
+        inner.drop_job_row(id);
+        Ok(true)
     }
 
     async fn job_set_enabled(
-        &self,
+        &mut self,
         id: JobId,
         enabled: bool,
         now: Timestamp,
-    ) -> StoreResult<JobDef> {
-        let mut inner = self.lock()?;
-        inner.update_job(id, |job| {
-            job.enabled = enabled;
-            job.version += 1;
-            job.updated_at = Some(now);
-            Ok(())
-        })?;
-        Ok(inner.job(id)?.clone())
+    ) -> Res<Option<JobDef>> {
+        let inner = &mut *self.inner;
+        let Some(mut job) = inner.jobs.get(&id).cloned() else {
+            return Ok(None);
+        };
+        job.enabled = enabled;
+        job.version += 1;
+        job.updated_at = Some(now);
+        inner.put_job(job.clone());
+        Ok(Some(job))
     }
 
-    async fn job_set_next_fire(
-        &self,
+    async fn job_set_next_fire_if(
+        &mut self,
         id: JobId,
         expected: Option<Timestamp>,
         new: Option<Timestamp>,
-    ) -> StoreResult<()> {
-        let mut inner = self.lock()?;
-        inner.update_job(id, |job| {
-            if job.next_fire != expected {
-                return Err(StoreError::conflict(format!(
-                    "job {} next fire is {}, not {}; another node moved it first: reload the job",
-                    job.name,
-                    show(job.next_fire),
-                    show(expected)
-                )));
+    ) -> Res<bool> {
+        let inner = &mut *self.inner;
+        match inner.jobs.get(&id).cloned() {
+            Some(mut job) if job.next_fire == expected => {
+                job.next_fire = new;
+                inner.put_job(job);
+                Ok(true)
             }
-            job.next_fire = new;
-            Ok(())
-        })
+            _ => Ok(false),
+        }
     }
 
-    async fn job_due(
-        &self,
+    async fn jobs_due(
+        &mut self,
         now: Timestamp,
         limit: usize,
         tags: &[String],
-    ) -> StoreResult<Vec<DueJob>> {
-        let inner = self.lock()?;
+    ) -> Res<Vec<DueJob>> {
+        let inner = &*self.inner;
         Ok(inner
-            .due_fires(now, limit, &BTreeSet::new(), tags)
+            .due_fires(now, limit, &[], tags)
             .into_iter()
-            .filter_map(|(_, _, _, due)| match due {
-                Due::Fire(id) => inner.jobs.get(&id),
-                Due::Retry(_) => None,
-            })
-            .filter_map(|job| {
-                let (running, pending) = job.id.map(|id| inner.counts(id)).unwrap_or_default();
-                DueJob::of(job, running, pending)
+            .filter_map(|id| {
+                let (running, pending) = inner.counts(id);
+                DueJob::of(inner.jobs.get(&id)?, running, pending)
             })
             .collect())
     }
 
-    async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
-        let inner = self.lock()?;
+    async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
+        let inner = &*self.inner;
         // The first served job of each priority (jobs this node does not serve are passed
         // over: a node with no tags walks past the tagged ones).
         let fires = inner.fires.values().filter_map(|set| {
@@ -519,91 +554,140 @@ impl Store for MemoryStore {
         Ok(fires.chain(retries).chain(queued).min())
     }
 
-    async fn run_claim_due(&self, p: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {
-        let lease_until = add(p.now, p.lease, "run lease")?;
-        let mut inner = self.lock()?;
-        let mut claimed = Vec::new();
-        // Jobs whose fire this call handled (claimed, or found already recorded): a call
-        // advances a job's next fire once. Queued runs passed over because their job runs.
-        let mut handled: BTreeSet<JobId> = BTreeSet::new();
-        let mut waiting: BTreeSet<RunId> = BTreeSet::new();
-        // Rounds, like the SQL stores: a fire whose key is taken yields no run, so the next
-        // candidates are read after it.
-        while claimed.len() < p.limit {
-            let need = p.limit - claimed.len();
-            // The top `need` of the union lies within the top `need` fires plus every due
-            // pending run (few: retries and queued fires).
-            let mut due = inner.due_fires(p.now, need, &handled, &p.tags);
-            due.extend(
-                inner
-                    .due_pending(p.now, &p.tags)
-                    .into_iter()
-                    .filter(|(_, _, id, _)| !waiting.contains(&RunId(*id))),
-            );
-            if due.is_empty() {
-                break;
+    // ---- claiming --------------------------------------------------------------------
+
+    async fn claim_fires(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        exclude: &[JobId],
+        tags: &[String],
+    ) -> Res<Vec<JobDef>> {
+        let inner = &*self.inner;
+        Ok(inner
+            .due_fires(now, limit, exclude, tags)
+            .into_iter()
+            .filter_map(|id| inner.jobs.get(&id).cloned())
+            .collect())
+    }
+
+    async fn claim_pending(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> Res<Vec<PendingDue>> {
+        let inner = &*self.inner;
+        let enabled = |job: JobId| {
+            inner
+                .jobs
+                .get(&job)
+                .filter(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
+        };
+        let mut out = Vec::new();
+        for &(at, id) in inner.retries.iter().take_while(|(at, _)| *at <= now) {
+            if let Some(job) = inner.runs.get(&id).and_then(|r| enabled(r.job_id)) {
+                out.push(PendingDue {
+                    id,
+                    priority: job.priority.get(),
+                    due_at: at,
+                });
             }
-            due.sort_by_key(|(prio, at, id, _)| (*prio, *at, *id));
-            due.truncate(need);
-            for (_, at, _, what) in due {
-                match what {
-                    Due::Fire(id) => {
-                        handled.insert(id);
-                        claimed.extend(inner.claim_fire(id, at, p, lease_until)?);
-                    }
-                    Due::Retry(id) => {
-                        // A queued run of a job that started running in this call waits.
-                        let run = &inner.runs[&id];
-                        if run.next_attempt_at.is_none() && inner.counts(run.job_id).0 > 0 {
-                            waiting.insert(id);
-                            continue;
-                        }
-                        claimed.push(inner.claim_retry(id, p, lease_until)?);
-                    }
+        }
+        for (job_id, runs) in &inner.queued {
+            let Some(job) = enabled(*job_id) else {
+                continue;
+            };
+            if inner.counts(*job_id).0 > 0 {
+                continue;
+            }
+            for id in runs {
+                if let Some(run) = inner.runs.get(id).filter(|r| r.created_at <= now) {
+                    out.push(PendingDue {
+                        id: *id,
+                        priority: job.priority.get(),
+                        due_at: run.created_at,
+                    });
                 }
             }
         }
-        Ok(claimed)
+        out.sort_by_key(|p| (p.priority, p.due_at, p.id));
+        out.truncate(limit);
+        Ok(out)
     }
 
-    async fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run> {
-        check_skipped(run)?;
-        let mut inner = self.lock()?;
-        inner.job(run.job_id)?;
-        if let Some(other) = inner.run_keys.get(&(run.job_id, run.fire_time)) {
-            return Err(fire_taken(run.job_id, run.fire_time, *other));
+    async fn advance_next_fires(&mut self, moves: &[NextFireMove]) -> Res<usize> {
+        let mut n = 0;
+        for m in moves {
+            if self.job_set_next_fire_if(m.job, Some(m.old), m.new).await? {
+                n += 1;
+            }
         }
-        Ok(inner.insert_run(run.clone()))
+        Ok(n)
     }
 
-    async fn run_enqueue(&self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run> {
-        let mut inner = self.lock()?;
-        inner.job(job)?;
-        if let Some(other) = inner.run_keys.get(&(job, fire)) {
-            return Err(fire_taken(job, fire, *other));
+    async fn insert_runs(&mut self, runs: &[Run], token: i64) -> Res<Vec<Run>> {
+        let inner = &mut *self.inner;
+        let mut out = Vec::new();
+        for run in runs {
+            if let Some(stored) = inner.insert_run(run.clone()) {
+                if stored.state == RunState::Running
+                    && let Some(id) = stored.id
+                {
+                    inner.tokens.insert(id, token);
+                }
+                out.push(stored);
+            }
         }
-        Ok(inner.insert_run(Run::pending(job, fire, now)))
+        Ok(out)
     }
 
-    async fn run_set_state_if_running(
-        &self,
-        id: RunId,
-        expected_attempt: u32,
-        finish: &RunFinish,
-    ) -> StoreResult<Run> {
-        finish.validate()?;
-        let mut inner = self.lock()?;
-        let ((), run) =
-            inner.update_run(id, |run| apply_finish(run, id, expected_attempt, finish))?;
-        Ok(run)
+    async fn queued_may_start(&mut self, job: JobId) -> Res<bool> {
+        Ok(self.inner.counts(job).0 == 0)
     }
 
-    async fn run_get(&self, id: RunId) -> StoreResult<Option<Run>> {
-        Ok(self.lock()?.runs.get(&id).cloned())
+    async fn run_update_if(
+        &mut self,
+        run: &Run,
+        expected: (RunState, u32),
+        token: i64,
+    ) -> Res<Option<Run>> {
+        let inner = &mut *self.inner;
+        let Some(id) = run.id else { return Ok(None) };
+        match inner.runs.get(&id) {
+            Some(stored) if (stored.state, stored.attempt) == expected => {
+                inner.put_run(run.clone());
+                inner.tokens.insert(id, token);
+                Ok(Some(run.clone()))
+            }
+            _ => Ok(None),
+        }
     }
 
-    async fn run_list(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
-        let inner = self.lock()?;
+    async fn runs_claimed_by(&mut self, node: &NodeId, token: i64) -> Res<Vec<Run>> {
+        let inner = &*self.inner;
+        Ok(inner
+            .running
+            .iter()
+            .filter(|id| inner.tokens.get(id) == Some(&token))
+            .filter_map(|id| inner.runs.get(id))
+            .filter(|r| r.node_id.as_ref() == Some(node))
+            .cloned()
+            .collect())
+    }
+
+    // ---- runs ------------------------------------------------------------------------
+
+    async fn run_get(&mut self, id: RunId) -> Res<Option<Run>> {
+        Ok(self.inner.runs.get(&id).cloned())
+    }
+
+    async fn run_id_at(&mut self, job: JobId, fire: Timestamp) -> Res<Option<RunId>> {
+        Ok(self.inner.run_keys.get(&(job, fire)).copied())
+    }
+
+    async fn run_list(&mut self, filter: &RunFilter) -> Res<Vec<Run>> {
+        let inner = &*self.inner;
         let mut runs: Vec<Run> = match filter.job {
             Some(job) => inner
                 .run_keys
@@ -624,96 +708,165 @@ impl Store for MemoryStore {
         Ok(runs)
     }
 
-    async fn lease_renew(
-        &self,
+    async fn run_finish_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        write: &FinishWrite,
+    ) -> Res<Option<Run>> {
+        let inner = &mut *self.inner;
+        match inner.runs.get(&id).cloned() {
+            Some(mut run) if run.state == RunState::Running && run.attempt == attempt => {
+                write.apply(&mut run);
+                inner.put_run(run.clone());
+                Ok(Some(run))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn run_set_progress_if_running(&mut self, id: RunId, progress: &Progress) -> Res<bool> {
+        let inner = &mut *self.inner;
+        match inner.runs.get(&id).cloned() {
+            Some(mut run) if run.state == RunState::Running => {
+                run.progress = Some(progress.clone());
+                inner.put_run(run);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn runs_to_recover(
+        &mut self,
+        now: Timestamp,
+        restart: Option<(&NodeId, &InstanceId)>,
+    ) -> Res<Vec<RunId>> {
+        let inner = &*self.inner;
+        Ok(inner
+            .running
+            .iter()
+            .filter(|id| recovery_event(&inner.runs[id], now, restart).is_some())
+            .copied()
+            .collect())
+    }
+
+    // ---- nodes and leases --------------------------------------------------------------
+
+    async fn renew(
+        &mut self,
         node: &NodeId,
+        instance: &InstanceId,
         until: Timestamp,
         now: Timestamp,
-    ) -> StoreResult<Vec<RunId>> {
-        let mut inner = self.lock()?;
-        let Inner { running, runs, .. } = &mut *inner;
-        let mut renewed = Vec::new();
-        for id in running.iter() {
-            if let Some(run) = runs.get_mut(id)
-                && run.node_id.as_ref() == Some(node)
-                && run.lease_expires_at.is_some_and(|l| l > now)
-            {
-                // The lease is in no index: changed in place.
-                run.lease_expires_at = Some(until);
-                renewed.push(*id);
-            }
+    ) -> Res<Option<Vec<RunId>>> {
+        let inner = &mut *self.inner;
+        let Some(mut status) = inner
+            .nodes
+            .get(node)
+            .filter(|n| n.info.instance == *instance)
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let old = inner.nodes.get(node).cloned();
+        inner.journal(Undo::Node(node.clone(), old));
+        status.heartbeat_at = Some(now);
+        inner.nodes.insert(node.clone(), status);
+        let mine: Vec<Run> = inner
+            .running
+            .iter()
+            .filter_map(|id| inner.runs.get(id))
+            .filter(|r| {
+                r.node_id.as_ref() == Some(node)
+                    && r.node_instance.as_ref() == Some(instance)
+                    && r.lease_expires_at.is_some_and(|l| l > now)
+            })
+            .cloned()
+            .collect();
+        let mut renewed = Vec::with_capacity(mine.len());
+        for mut run in mine {
+            run.lease_expires_at = Some(until);
+            renewed.extend(run.id);
+            inner.put_run(run);
         }
-        Ok(renewed)
+        Ok(Some(renewed))
     }
 
-    async fn run_recover_expired(
-        &self,
-        now: Timestamp,
-        node: Option<&NodeId>,
-    ) -> StoreResult<Vec<Run>> {
-        let mut inner = self.lock()?;
-        let mut picked = Vec::new();
-        for id in &inner.running {
-            let run = &inner.runs[id];
-            let mine = node.is_some() && run.node_id.as_ref() == node;
-            if mine || run.lease_expires_at.is_none_or(|l| l <= now) {
-                picked.push((*id, recovery_event(run, node)));
-            }
-        }
-        let mut out = Vec::with_capacity(picked.len());
-        for (id, event) in picked {
-            let retry = inner.job(inner.runs[&id].job_id)?.retry.clone();
-            let ((), run) = inner.update_run(id, |run| {
-                run.apply(event, now, &retry)?;
-                Ok(())
-            })?;
-            out.push(run);
-        }
-        Ok(out)
+    async fn node_get(&mut self, id: &NodeId) -> Res<Option<NodeStatus>> {
+        let inner = &*self.inner;
+        Ok(inner.nodes.get(id).map(|n| inner.node_status(n)))
     }
 
-    async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {
-        let mut inner = self.lock()?;
-        let run = inner.runs.get_mut(&id).ok_or_else(|| run_missing(id))?;
-        if run.state != RunState::Running {
-            return Err(StoreError::conflict(format!(
-                "run {id} is {}, not running; progress is recorded only while it runs",
-                run.state
-            )));
+    async fn node_put(&mut self, node: &NodeInfo, now: Timestamp, _exists: bool) -> Res<bool> {
+        let inner = &mut *self.inner;
+        let old = inner.nodes.get(&node.id).cloned();
+        inner.journal(Undo::Node(node.id.clone(), old));
+        inner.nodes.insert(
+            node.id.clone(),
+            NodeStatus {
+                info: node.clone(),
+                started_at: Some(now),
+                heartbeat_at: Some(now),
+                stopped_at: None,
+                running: 0,
+            },
+        );
+        Ok(true)
+    }
+
+    async fn node_stop(&mut self, node: &NodeId, instance: &InstanceId, now: Timestamp) -> Res<()> {
+        let inner = &mut *self.inner;
+        if let Some(mut n) = inner
+            .nodes
+            .get(node)
+            .filter(|n| n.info.instance == *instance)
+            .cloned()
+        {
+            let old = inner.nodes.get(node).cloned();
+            inner.journal(Undo::Node(node.clone(), old));
+            n.stopped_at = Some(now);
+            inner.nodes.insert(node.clone(), n);
         }
-        // Progress is in no index: changed in place.
-        run.progress = Some(progress.clone());
         Ok(())
     }
 
-    async fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()> {
-        let mut inner = self.lock()?;
+    async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
+        let inner = &*self.inner;
+        Ok(inner.nodes.values().map(|n| inner.node_status(n)).collect())
+    }
+
+    // ---- logs, retention ---------------------------------------------------------------
+
+    async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {
+        let inner = &mut *self.inner;
         if !inner.runs.contains_key(&run) {
-            return Err(run_missing(run));
+            return Ok(false);
         }
         let first = inner.last_seq;
         inner.last_seq += lines.len() as u64;
+        let had = inner.logs.get(&run).map_or(0, Vec::len);
+        inner.journal(Undo::Logs(run, had));
         let log = inner.logs.entry(run).or_default();
         log.extend((first + 1..).zip(lines.iter().cloned()));
-        Ok(())
+        Ok(true)
     }
 
     async fn log_list(
-        &self,
+        &mut self,
         run: RunId,
         after: Option<u64>,
         limit: usize,
-    ) -> StoreResult<Vec<(u64, LogLine)>> {
-        let inner = self.lock()?;
-        let Some(log) = inner.logs.get(&run) else {
+    ) -> Res<Vec<(u64, LogLine)>> {
+        let Some(log) = self.inner.logs.get(&run) else {
             return Ok(Vec::new());
         };
         let start = after.map_or(0, |a| log.partition_point(|(s, _)| *s <= a));
         Ok(log[start..].iter().take(limit).cloned().collect())
     }
 
-    async fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts> {
-        let mut inner = self.lock()?;
+    async fn retention_purge(&mut self, older_than: Timestamp) -> Res<PurgeCounts> {
+        let inner = &mut *self.inner;
         let old: Vec<RunId> = inner
             .runs
             .iter()
@@ -763,7 +916,7 @@ mod tests {
     /// The whole suite, then every store it used is checked for index drift.
     #[test]
     fn conformance() {
-        let stores = Mutex::new(Vec::new());
+        let stores = std::sync::Mutex::new(Vec::new());
         let report = block_on(conformance::run_all(|| {
             let store = MemoryStore::new();
             stores.lock().unwrap().push(store.clone());
@@ -772,10 +925,45 @@ mod tests {
         eprintln!("{report}");
         report.expect_skipped(&[]);
         let stores = stores.into_inner().unwrap();
-        assert!(stores.len() >= 19);
+        assert!(stores.len() >= 23);
         for store in stores {
-            store.lock().unwrap().assert_consistent();
+            store.engine.dialect().slot.check_out().assert_consistent();
         }
+    }
+
+    /// A transaction dropped without its commit leaves the data as it was, indexes included.
+    #[test]
+    fn a_transaction_dropped_without_commit_is_undone() {
+        let store = MemoryStore::new();
+        let mut job = JobDef::new("kept", "a::b").unwrap();
+        job.next_fire = Some(conformance::t0());
+        let kept = block_on(super::super::Store::job_insert(
+            &store,
+            &job,
+            conformance::t0(),
+        ))
+        .unwrap();
+        let mut s = MemorySession {
+            data: store.engine.dialect().slot.check_out(),
+        };
+        let before = format!("{:?}", s.data.jobs);
+        {
+            let mut tx = block_on(s.begin("test")).unwrap();
+            let mut other = JobDef::new("dropped", "a::b").unwrap();
+            other.next_fire = Some(conformance::t0());
+            block_on(tx.job_insert(&other, conformance::t0()))
+                .unwrap()
+                .unwrap();
+            block_on(tx.job_set_next_fire_if(kept.id.unwrap(), kept.next_fire, None)).unwrap();
+            let run = Run::pending(kept.id.unwrap(), conformance::t0(), conformance::t0());
+            block_on(tx.insert_runs(&[run], 0)).unwrap();
+            // dropped here, uncommitted
+        }
+        let inner = &*s.data;
+        assert_eq!(format!("{:?}", inner.jobs), before);
+        assert!(inner.runs.is_empty());
+        assert_eq!((inner.last_job, inner.last_run), (1, 0));
+        inner.assert_consistent();
     }
 
     /// Real threads on one store: each fire is claimed exactly once.
@@ -796,6 +984,6 @@ mod tests {
                 .collect::<Vec<_>>()
         });
         conformance::assert_each_fire_once(&claimed, 8, fires);
-        store.lock().unwrap().assert_consistent();
+        store.engine.dialect().slot.check_out().assert_consistent();
     }
 }

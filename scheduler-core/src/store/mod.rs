@@ -31,6 +31,7 @@
 
 pub mod backend;
 pub mod conformance;
+pub mod engine;
 pub mod memory;
 
 use std::fmt;
@@ -40,6 +41,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::job::{JobDef, JobError, JobId, JobName};
+use crate::node::{InstanceId, NodeStatus, Registered, Registration};
 use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState, TransitionError};
 
@@ -202,6 +204,9 @@ pub fn serves(tags: &[String], node_tag: Option<&str>) -> bool {
 pub struct ClaimParams {
     /// The claiming node.
     pub node: NodeId,
+    /// The claiming life of that node, recorded on every run it claims (see
+    /// [`crate::node`]).
+    pub instance: InstanceId,
     /// The node tags it serves: it claims untagged jobs and jobs with one of these tags
     /// ([`serves`]).
     pub tags: Vec<String>,
@@ -225,6 +230,7 @@ impl ClaimParams {
         run.apply(
             RunEvent::Claimed {
                 node: self.node.clone(),
+                instance: self.instance.clone(),
                 lease_until,
             },
             self.now,
@@ -580,26 +586,34 @@ pub trait Store: Send + Sync {
     /// Runs matching `filter`, newest fire time first (then newest id).
     fn run_list(&self, filter: &RunFilter) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
 
-    /// Extends to `until` the lease of every run `node` holds that has not expired at `now`,
-    /// and returns their ids. A run the node is executing but that is not in the list was
-    /// recovered by another node (its lease expired): the host must stop it, since its end
-    /// can no longer be recorded.
+    /// The heartbeat of `node`'s life `instance`, and the lease renewal of its runs, in one
+    /// step: records `now` as the node's heartbeat and extends to `until` the lease of every
+    /// run this life holds that has not expired at `now`, and returns their ids. A run the
+    /// life is executing but that is not in the list was recovered by another node (its lease
+    /// expired): the host must stop it, since its end can no longer be recorded.
+    ///
+    /// A Conflict ([`crate::node::taken_over_message`]) when the node's row no longer holds
+    /// `instance` — another process took the node id over (`--takeover`) — or the node was
+    /// never registered ([`Store::node_register`]): nothing is renewed, and the caller must
+    /// stop claiming.
     fn lease_renew(
         &self,
         node: &NodeId,
+        instance: &InstanceId,
         until: Timestamp,
         now: Timestamp,
     ) -> impl Future<Output = StoreResult<Vec<RunId>>> + Send;
 
     /// Fails, through [`crate::run::transition`] and the job's retry policy, every running
-    /// run whose lease expired at `now` ([`crate::run::LEASE_EXPIRED`]) and, when `node` is
-    /// given (a node starting up), every run still running on that node
-    /// ([`crate::run::NODE_RESTARTED`]); each is re-queued or made final. Returns the runs as
-    /// stored.
+    /// run whose lease expired at `now` ([`crate::run::LEASE_EXPIRED`]) and, when `restart`
+    /// names a node starting up (its id and its new life), every run still running on that
+    /// node under any *other* life ([`crate::run::NODE_RESTARTED`]) — the caller passes it
+    /// only once it knows the previous life is gone ([`crate::node`]). Each is re-queued or
+    /// made final. Returns the runs as stored.
     fn run_recover_expired(
         &self,
         now: Timestamp,
-        node: Option<&NodeId>,
+        restart: Option<(&NodeId, &InstanceId)>,
     ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
 
     /// Records the latest progress of a running run (Conflict if it is not running).
@@ -608,6 +622,30 @@ pub trait Store: Send + Sync {
         id: RunId,
         progress: &Progress,
     ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    // ---- nodes ---------------------------------------------------------------------------
+
+    /// Registers a new life of a node, under the rule of [`crate::node::registration`] read
+    /// and written in one atomic step: refused (nothing written) while another instance of
+    /// the node id has a live heartbeat, unless `reg.replace` names it; otherwise the row is
+    /// replaced by `reg.node` with `reg.now` as start and heartbeat. A store that can prove
+    /// the previous life dead (the SQLite store's file lock) may follow it regardless.
+    fn node_register(
+        &self,
+        reg: &Registration,
+    ) -> impl Future<Output = StoreResult<Registered>> + Send;
+
+    /// Records the clean stop of `node`'s life `instance` at `now` (nothing when another life
+    /// holds the row by then).
+    fn node_stopped(
+        &self,
+        node: &NodeId,
+        instance: &InstanceId,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Every registered node, by id, with its running runs.
+    fn node_list(&self) -> impl Future<Output = StoreResult<Vec<NodeStatus>>> + Send;
 
     // ---- logs ----------------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ pub(crate) fn ms(shown: &str, what: &str, err: tiberius::error::Error) -> Fail {
                     "{what} in {shown} lost a race with another transaction ({e}); retry"
                 )),
                 n if code::TRANSIENT.contains(&n) => Fail::transient(format!(
-                    "the database {shown} is unavailable ({what}: {e}); takt retries"
+                    "the database {shown} is unavailable ({what}: {e}); check that the server is up and accepting connections"
                 )),
                 code::INVALID_OBJECT | code::INVALID_COLUMN => StoreError::other(format!(
                     "the database {shown} lacks takt's tables ({what}: {e}); run `takt db \
@@ -87,7 +87,7 @@ pub(crate) fn ms(shown: &str, what: &str, err: tiberius::error::Error) -> Fail {
             }
         }
         E::Io { .. } => Fail::transient(format!(
-            "the database {shown} is unreachable ({what}: {err}); takt retries"
+            "the database {shown} is unreachable ({what}: {err}); check that the server runs and that this machine can reach it"
         )),
         E::Tls(m) => StoreError::other(format!(
             "tls with {shown} failed ({what}: {m}); install the server's certificate as trusted, \
@@ -131,14 +131,14 @@ pub(crate) async fn open(config: &Config, shown: &str, timeout: Duration) -> Res
             }
         }
         Err(Fail::transient(format!(
-            "the server {shown} redirected the login more than once; takt retries"
+            "the server {shown} redirected the login more than once; connect to the server it redirects to directly"
         )))
     };
     match tokio::time::timeout(timeout, attempt).await {
         Ok(r) => r,
         Err(_) => Err(Fail::transient(format!(
             "no connection to {shown} within {timeout:?}; the server is down, unreachable or \
-             overloaded: takt retries"
+             overloaded"
         ))),
     }
 }
@@ -192,7 +192,7 @@ impl Pool {
             _ => {
                 return Err(Fail::transient(format!(
                     "no free connection to {} within {:?} ({what}); every connection is \
-                         busy: takt retries",
+                         busy (raise the pool size, or look for long transactions)",
                     p.shown, p.timeout
                 )));
             }
@@ -280,11 +280,6 @@ impl Params {
             .map(|v| self.add(v.clone()))
             .collect::<Vec<_>>()
             .join(", ")
-    }
-
-    /// Whether instants go as BIGINT milliseconds (the emulator).
-    pub(crate) fn emulated(&self) -> bool {
-        self.emulator
     }
 
     fn refs(&self) -> Vec<&dyn ToSql> {

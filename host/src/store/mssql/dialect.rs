@@ -87,16 +87,6 @@ pub(super) fn clock_ms(emulator: bool, ms: i64) -> i64 {
     }
 }
 
-/// "Now" for a statement that stamps a row: the server's clock on a real server, this host's
-/// clock (a parameter) on the emulator, whose schema keeps instants as milliseconds.
-pub(super) fn now(p: &mut Params) -> String {
-    if p.emulated() {
-        p.at(Some(jiff::Timestamp::now().as_millisecond()))
-    } else {
-        "SYSUTCDATETIME()".to_string()
-    }
-}
-
 /// The table hint of a claim's read: lock what is read for update, pass over rows another
 /// transaction holds, row locks only. The emulator accepts the hint (but skips nothing).
 pub(super) fn claim_hint(_emulator: bool) -> &'static str {

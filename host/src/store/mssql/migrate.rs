@@ -23,6 +23,11 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../../sql/mssql/0001_init.sql"),
     },
     Migration {
+        version: 2,
+        name: "node_identity",
+        sql: include_str!("../../../../sql/mssql/0002_node_identity.sql"),
+    },
+    Migration {
         version: 3,
         name: "isolation_plugin_builds",
         sql: include_str!("../../../../sql/mssql/0003_isolation_plugin_builds.sql"),

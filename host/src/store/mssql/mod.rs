@@ -48,11 +48,12 @@ use std::time::{Duration, SystemTime};
 
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::node::{InstanceId, NodeStatus, Registered, Registration, registration};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{
     add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
-    recovery_event, run_missing, show,
+    not_registered, recovery_event, run_missing, show,
 };
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter,
@@ -62,9 +63,10 @@ use tiberius::{Config, Row};
 
 use self::conn::{Cells, Fail, Params, Pool, Pooled, Retry, text};
 use super::migrate::{AppliedMigration, MigrationObserver};
-use super::postgres::{NodeInfo, NodeStatus};
 use super::retry::{self, RETRY_PAUSES_MS};
-use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
+use super::rows::{
+    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, RunRow, corrupt, to_i64,
+};
 pub use migrate::{MSSQL_MIGRATIONS, mssql_latest_version};
 
 /// How a [`MssqlStore`] connects.
@@ -83,6 +85,10 @@ pub struct MssqlOptions {
     pub connect_timeout: Duration,
     /// Told what the migrations applied at connect are doing (none by default).
     pub on_migration: Option<MigrationObserver>,
+    /// Apply the migrations the database lacks (the default: a host and `takt db migrate`).
+    /// `false` connects only to an existing takt database at this binary's version and
+    /// refuses anything else, changing nothing: what read-only commands use.
+    pub migrate: bool,
 }
 
 impl MssqlOptions {
@@ -94,6 +100,7 @@ impl MssqlOptions {
             pool_size: 8,
             connect_timeout: Duration::from_secs(5),
             on_migration: None,
+            migrate: true,
         }
     }
 
@@ -262,9 +269,10 @@ fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         progress_message: c.text(15)?,
         skip_reason: c.text(16)?,
         next_attempt_at: c.instant(17)?,
-        plugin: c.text(18)?,
-        plugin_version: c.text(19)?,
-        plugin_sha256: c.text(20)?,
+        node_instance: c.text(18)?,
+        plugin: c.text(19)?,
+        plugin_version: c.text(20)?,
+        plugin_sha256: c.text(21)?,
     }
     .into_run(shown)
 }
@@ -326,6 +334,7 @@ fn run_params(p: &mut Params, r: RunRow) -> StoreResult<Vec<String>> {
         p.add(text(r.progress_message)),
         p.add(text(r.skip_reason)),
         p.at(r.next_attempt_at),
+        p.add(text(r.node_instance)),
         p.add(text(r.plugin)),
         p.add(text(r.plugin_version)),
         p.add(text(r.plugin_sha256)),
@@ -493,6 +502,16 @@ impl MssqlStore {
         store
             .retrying("migrating", || async {
                 let mut c = store.client("migrating").await?;
+                if !options.migrate {
+                    let current = migrate::current_version(&mut c, &store.shown).await?;
+                    super::migrate::require_current(
+                        &store.shown,
+                        current,
+                        mssql_latest_version(),
+                        super::migrate::newer_server_schema,
+                    )?;
+                    return Ok(Vec::new());
+                }
                 migrate::apply(
                     &mut c,
                     &store.shown,
@@ -561,148 +580,6 @@ impl MssqlStore {
             Timestamp::from_millisecond(ms).map_err(|e| {
                 StoreError::other(format!("the database clock is out of range: {e}")).into()
             })
-        })
-        .await
-    }
-
-    /// Records that `node` is alive (registering it on its first call): its host name,
-    /// version, capacity and tags, with the database's time as its heartbeat.
-    pub async fn node_heartbeat(&self, node: &NodeInfo) -> StoreResult<()> {
-        let capacity = i32::try_from(node.capacity).unwrap_or(i32::MAX);
-        let tags = serde_json::to_string(&node.tags).unwrap_or_else(|_| "[]".into());
-        let what = "recording a heartbeat";
-        self.retrying(what, || async {
-            let mut c = self.client(what).await?;
-            let mut p = c.params();
-            let now = dialect::now(&mut p);
-            let (id, host, version, cap, tg) = (
-                p.add(node.id.clone()),
-                p.add(node.host_name.clone()),
-                p.add(node.version.clone()),
-                p.add(capacity),
-                p.add(tags.clone()),
-            );
-            // Update-else-insert in one transaction; the range lock (HOLDLOCK) keeps two
-            // heartbeats of a new node from both inserting.
-            c.begin(what).await?;
-            let n = c
-                .rows(
-                    what,
-                    &format!(
-                        "UPDATE nodes WITH (UPDLOCK, HOLDLOCK) SET host_name = {host}, \
-                         version = {version}, capacity = {cap}, tags = {tg}, \
-                         heartbeat_at = {now}, \
-                         started_at = CASE WHEN stopped_at IS NOT NULL THEN {now} \
-                                           ELSE started_at END, \
-                         stopped_at = NULL OUTPUT INSERTED.id WHERE id = {id}"
-                    ),
-                    &p,
-                )
-                .await?
-                .len();
-            if n == 0 {
-                c.exec(
-                    what,
-                    &format!(
-                        "INSERT INTO nodes (id, host_name, version, capacity, tags, started_at, \
-                         heartbeat_at) VALUES ({id}, {host}, {version}, {cap}, {tg}, {now}, \
-                         {now})"
-                    ),
-                    &p,
-                )
-                .await?;
-            }
-            c.commit().await
-        })
-        .await
-    }
-
-    /// The registered nodes with their heartbeat's age by the database's clock and their
-    /// running runs (`takt nodes`).
-    ///
-    /// Three plain statements rather than one with a join or a correlated count: the emulator
-    /// returns no rows for `JOIN … ON`, and the node table is small.
-    pub async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
-        let now = self.database_now().await?;
-        let what = "listing nodes";
-        self.retrying(what, || async {
-            let mut c = self.client(what).await?;
-            let rows = c
-                .rows(
-                    what,
-                    "SELECT id, host_name, version, capacity, tags, started_at, heartbeat_at, \
-                     stopped_at FROM nodes ORDER BY id",
-                    &Params::default(),
-                )
-                .await?;
-            let running = c
-                .rows(
-                    what,
-                    "SELECT node_id FROM runs WHERE state = 'running' AND node_id IS NOT NULL",
-                    &Params::default(),
-                )
-                .await?;
-            let mut per_node: std::collections::HashMap<String, u64> = Default::default();
-            for r in &running {
-                let cells = Cells {
-                    row: r,
-                    shown: &self.shown,
-                    what: "a running run's node",
-                };
-                if let Some(id) = cells.text(0)? {
-                    *per_node.entry(id).or_default() += 1;
-                }
-            }
-            let instant = |ms: Option<i64>| {
-                ms.and_then(|ms| {
-                    Timestamp::from_millisecond(dialect::clock_ms(self.emulator, ms)).ok()
-                })
-            };
-            let mut out = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let cells = Cells {
-                    row: r,
-                    shown: &self.shown,
-                    what: "a node row",
-                };
-                let id = cells.text_req(0)?;
-                let heartbeat_at = instant(cells.instant(6)?);
-                out.push(NodeStatus {
-                    info: NodeInfo {
-                        host_name: cells.text(1)?.unwrap_or_default(),
-                        version: cells.text(2)?.unwrap_or_default(),
-                        capacity: usize::try_from(cells.int(3)?.unwrap_or(0)).unwrap_or(0),
-                        tags: serde_json::from_str(&cells.text(4)?.unwrap_or_default())
-                            .unwrap_or_default(),
-                        id: id.clone(),
-                    },
-                    started_at: instant(cells.instant(5)?),
-                    heartbeat_at,
-                    stopped_at: instant(cells.instant(7)?),
-                    heartbeat_age: heartbeat_at
-                        .and_then(|h| Duration::try_from(now.duration_since(h)).ok())
-                        .unwrap_or_default(),
-                    running: per_node.get(&id).copied().unwrap_or(0),
-                });
-            }
-            Ok(out)
-        })
-        .await
-    }
-
-    /// Records a clean stop of node `id`.
-    pub async fn node_stopped(&self, id: &str) -> StoreResult<()> {
-        let what = "recording a node stop";
-        self.retrying(what, || async {
-            let mut c = self.client(what).await?;
-            let mut p = c.params();
-            let now = dialect::now(&mut p);
-            let sql = format!(
-                "UPDATE nodes SET stopped_at = {now} WHERE id = {}",
-                p.add(id.to_string())
-            );
-            c.exec(what, &sql, &p).await?;
-            Ok(())
         })
         .await
     }
@@ -1115,14 +992,200 @@ impl MssqlStore {
         .into())
     }
 
-    async fn recover_once(&self, now: Timestamp, node: Option<&NodeId>) -> Result<Vec<Run>, Fail> {
+    /// The nodes (all, or the one named) with their running runs.
+    ///
+    /// Two plain statements rather than one with a join or a correlated count: the emulator
+    /// returns no rows for `JOIN … ON`, and the node table is small.
+    async fn node_rows(
+        &self,
+        c: &mut Pooled,
+        only: Option<&NodeId>,
+    ) -> Result<Vec<NodeStatus>, Fail> {
+        let shown = &*self.shown;
+        let what = "listing nodes";
+        let mut p = c.params();
+        let filter = match only {
+            Some(n) => format!(" WHERE id = {}", p.add(n.0.clone())),
+            None => String::new(),
+        };
+        let rows = c
+            .rows(
+                what,
+                &format!("SELECT {NODE_COLUMNS} FROM nodes{filter} ORDER BY id"),
+                &p,
+            )
+            .await?;
+        let running = c
+            .rows(
+                what,
+                "SELECT node_id FROM runs WHERE state = 'running' AND node_id IS NOT NULL",
+                &Params::default(),
+            )
+            .await?;
+        let mut per_node: std::collections::HashMap<String, i64> = Default::default();
+        for r in &running {
+            let cells = Cells {
+                row: r,
+                shown,
+                what: "a running run's node",
+            };
+            if let Some(id) = cells.text(0)? {
+                *per_node.entry(id).or_default() += 1;
+            }
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "a node row",
+            };
+            let row = NodeRow {
+                id: c.text_req(0)?,
+                instance: c.text(1)?,
+                host_name: c.text(2)?.unwrap_or_default(),
+                pid: c.int(3)?,
+                version: c.text(4)?.unwrap_or_default(),
+                capacity: c.int(5)?.unwrap_or(0),
+                tags: c.text(6)?.unwrap_or_else(|| "[]".to_string()),
+                started_at: c.instant(7)?,
+                heartbeat_at: c.instant(8)?,
+                stopped_at: c.instant(9)?,
+            };
+            let running = per_node.get(&row.id).copied().unwrap_or(0);
+            out.push(row.into_status(shown, running)?);
+        }
+        Ok(out)
+    }
+
+    /// One try of [`Store::lease_renew`]: the heartbeat and the renewal in one transaction;
+    /// `None` (nothing renewed) when the node's row does not hold `instance`.
+    async fn renew_once(
+        &self,
+        node: &NodeId,
+        instance: &InstanceId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<Vec<RunId>>, Fail> {
+        let what = "renewing leases";
+        let mut c = self.client(what).await?;
+        let mut p = c.params();
+        let (id, life, at) = (
+            p.add(node.0.clone()),
+            p.add(instance.0.clone()),
+            p.at(Some(now.as_millisecond())),
+        );
+        let until = p.at(Some(until.as_millisecond()));
+        c.begin(what).await?;
+        let beat = c
+            .rows(
+                what,
+                &format!(
+                    "UPDATE nodes SET heartbeat_at = {at} OUTPUT INSERTED.id \
+                     WHERE id = {id} AND instance = {life}"
+                ),
+                &p,
+            )
+            .await?;
+        if beat.is_empty() {
+            c.rollback().await?;
+            return Ok(None);
+        }
+        let rows = c
+            .rows(
+                what,
+                &format!(
+                    "UPDATE runs SET lease_expires_at = {until} OUTPUT INSERTED.id \
+                     WHERE node_id = {id} AND node_instance = {life} AND state = N'running' \
+                     AND lease_expires_at > {at}"
+                ),
+                &p,
+            )
+            .await?;
+        let mut ids = rows
+            .iter()
+            .map(|r| {
+                Cells {
+                    row: r,
+                    shown: &self.shown,
+                    what: "a renewed run",
+                }
+                .int_req(0)
+                .map(RunId)
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        c.commit().await?;
+        ids.sort_by_key(|r| r.0);
+        Ok(Some(ids))
+    }
+
+    /// One try of [`Store::node_register`]: the row read under an update lock held to the
+    /// end (`HOLDLOCK` also locks the key's range while the row is missing, so two first
+    /// registrations of an id serialise), the rule applied, the row replaced.
+    async fn register_once(&self, reg: &Registration) -> Result<Registered, Fail> {
+        let what = "registering the node";
+        let mut c = self.client(what).await?;
+        c.begin(what).await?;
+        let mut q = c.params();
+        let sql = format!(
+            "SELECT id FROM nodes WITH (UPDLOCK, HOLDLOCK) WHERE id = {}",
+            q.add(reg.node.id.0.clone())
+        );
+        let exists = c.row(what, &sql, &q).await?.is_some();
+        let current = if exists {
+            self.node_rows(&mut c, Some(&reg.node.id)).await?.pop()
+        } else {
+            None
+        };
+        let verdict = registration(current.as_ref(), reg);
+        if let Registered::Yes { .. } = verdict {
+            let r = NodeRow::of(&reg.node, reg.now);
+            let mut p = c.params();
+            let (id, inst, host, pid, version, cap, tags, now) = (
+                p.add(r.id),
+                p.add(text(r.instance)),
+                p.add(r.host_name),
+                p.add(r.pid),
+                p.add(r.version),
+                p.add(i32::try_from(r.capacity).unwrap_or(i32::MAX)),
+                p.add(r.tags),
+                p.at(Some(reg.now.as_millisecond())),
+            );
+            let sql = if exists {
+                format!(
+                    "UPDATE nodes SET instance = {inst}, host_name = {host}, pid = {pid}, \
+                     version = {version}, capacity = {cap}, tags = {tags}, started_at = {now}, \
+                     heartbeat_at = {now}, stopped_at = NULL WHERE id = {id}"
+                )
+            } else {
+                format!(
+                    "INSERT INTO nodes (id, instance, host_name, pid, version, capacity, tags, \
+                     started_at, heartbeat_at) VALUES ({id}, {inst}, {host}, {pid}, {version}, \
+                     {cap}, {tags}, {now}, {now})"
+                )
+            };
+            c.exec(what, &sql, &p).await?;
+        }
+        c.commit().await?;
+        Ok(verdict)
+    }
+
+    async fn recover_once(
+        &self,
+        now: Timestamp,
+        restart: Option<(&NodeId, &InstanceId)>,
+    ) -> Result<Vec<Run>, Fail> {
         let shown = &*self.shown;
         let mut c = self.client("recovering expired leases").await?;
         c.begin("starting a recovery").await?;
         // Locked and skipped like claims: two nodes recovering at once split the runs.
         let mut q = c.params();
-        let mine = match node {
-            Some(n) => format!("node_id = {} OR ", q.add(n.0.clone())),
+        let mine = match restart {
+            Some((n, i)) => format!(
+                "(node_id = {} AND (node_instance IS NULL OR node_instance <> {})) OR ",
+                q.add(n.0.clone()),
+                q.add(i.0.clone())
+            ),
             None => String::new(),
         };
         let sql = format!(
@@ -1147,7 +1210,9 @@ impl MssqlStore {
         for id in ids {
             let id = RunId(id);
             let mut run = need_run(&mut c, shown, id).await?;
-            let event = recovery_event(&run, node);
+            let Some(event) = recovery_event(&run, now, restart) else {
+                continue;
+            };
             let retry = need_job(&mut c, shown, run.job_id).await?.retry;
             let attempt = run.attempt;
             run.apply(event, now, &retry).map_err(StoreError::from)?;
@@ -1563,47 +1628,81 @@ impl Store for MssqlStore {
     async fn lease_renew(
         &self,
         node: &NodeId,
+        instance: &InstanceId,
         until: Timestamp,
         now: Timestamp,
     ) -> StoreResult<Vec<RunId>> {
         let what = "renewing leases";
-        // Idempotent: renewing twice extends to the same instant.
-        self.retrying(what, || async {
-            let mut c = self.client(what).await?;
-            let mut p = c.params();
-            let sql = format!(
-                "UPDATE runs SET lease_expires_at = {} OUTPUT INSERTED.id \
-                 WHERE node_id = {} AND state = N'running' AND lease_expires_at > {}",
-                p.at(Some(until.as_millisecond())),
-                p.add(node.0.clone()),
-                p.at(Some(now.as_millisecond()))
-            );
-            let rows = c.rows(what, &sql, &p).await?;
-            let mut ids = rows
-                .iter()
-                .map(|r| {
-                    Cells {
-                        row: r,
-                        shown: &self.shown,
-                        what: "a renewed run",
-                    }
-                    .int_req(0)
-                    .map(RunId)
-                })
-                .collect::<StoreResult<Vec<_>>>()?;
-            ids.sort_by_key(|r| r.0);
-            Ok(ids)
-        })
-        .await
+        // Idempotent (renewing twice extends to the same instant), so a lost COMMIT answer
+        // is tried again like any transient failure.
+        let renewed = self
+            .retrying(what, || async {
+                self.renew_once(node, instance, until, now)
+                    .await
+                    .map_err(retry::idempotent)
+            })
+            .await?;
+        match renewed {
+            Some(ids) => Ok(ids),
+            None => {
+                let holder = self
+                    .retrying("reading a node", || async {
+                        let mut c = self.client("reading a node").await?;
+                        self.node_rows(&mut c, Some(node)).await
+                    })
+                    .await?;
+                Err(not_registered(node, instance, holder.first()))
+            }
+        }
     }
 
     async fn run_recover_expired(
         &self,
         now: Timestamp,
-        node: Option<&NodeId>,
+        restart: Option<(&NodeId, &InstanceId)>,
     ) -> StoreResult<Vec<Run>> {
-        self.retrying("recovering expired leases", || self.recover_once(now, node))
-            .await
+        self.retrying("recovering expired leases", || {
+            self.recover_once(now, restart)
+        })
+        .await
+    }
+
+    async fn node_register(&self, reg: &Registration) -> StoreResult<Registered> {
+        // Registering one life again is idempotent (the rule lets an instance follow itself).
+        self.retrying("registering the node", || async {
+            self.register_once(reg).await.map_err(retry::idempotent)
+        })
+        .await
+    }
+
+    async fn node_stopped(
+        &self,
+        node: &NodeId,
+        instance: &InstanceId,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let what = "recording a node stop";
+        self.retrying(what, || async {
+            let mut c = self.client(what).await?;
+            let mut p = c.params();
+            let sql = format!(
+                "UPDATE nodes SET stopped_at = {} WHERE id = {} AND instance = {}",
+                p.at(Some(now.as_millisecond())),
+                p.add(node.0.clone()),
+                p.add(instance.0.clone())
+            );
+            c.exec(what, &sql, &p).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
+        self.retrying("listing nodes", || async {
+            let mut c = self.client("listing nodes").await?;
+            self.node_rows(&mut c, None).await
+        })
+        .await
     }
 
     async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {

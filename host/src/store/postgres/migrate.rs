@@ -26,6 +26,11 @@ pub const PG_MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../../sql/postgres/0001_init.sql"),
     },
     Migration {
+        version: 2,
+        name: "node_identity",
+        sql: include_str!("../../../../sql/postgres/0002_node_identity.sql"),
+    },
+    Migration {
         version: 3,
         name: "isolation_plugin_builds",
         sql: include_str!("../../../../sql/postgres/0003_isolation_plugin_builds.sql"),

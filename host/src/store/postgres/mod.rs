@@ -38,11 +38,12 @@ use deadpool_postgres::{
 };
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::node::{InstanceId, NodeStatus, Registered, Registration, registration};
 use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{
     add, apply_finish, check_skipped, fire_taken, job_missing, name_taken, next_firing,
-    recovery_event, run_missing, show,
+    not_registered, recovery_event, run_missing, show,
 };
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter,
@@ -54,40 +55,10 @@ use tokio_postgres::{NoTls, Row};
 
 use super::migrate::{AppliedMigration, MigrationObserver};
 use super::retry::{self, Fail, RETRY_PAUSES_MS, Retry};
-use super::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, corrupt, to_i64};
+use super::rows::{
+    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, RunRow, corrupt, to_i64,
+};
 pub use migrate::{PG_MIGRATIONS, pg_latest_version};
-
-/// A host node as it registers itself in the `nodes` table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeInfo {
-    /// The configured node id.
-    pub id: String,
-    /// The machine's name.
-    pub host_name: String,
-    /// The takt version it runs.
-    pub version: String,
-    /// The most runs it runs at once.
-    pub capacity: usize,
-    /// The node tags it serves.
-    pub tags: Vec<String>,
-}
-
-/// A registered node as [`PgStore::node_list`] reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeStatus {
-    /// What the node registered.
-    pub info: NodeInfo,
-    /// When it (last) started.
-    pub started_at: Option<Timestamp>,
-    /// Its last heartbeat.
-    pub heartbeat_at: Option<Timestamp>,
-    /// When it stopped cleanly (`None` while it runs, or after a crash).
-    pub stopped_at: Option<Timestamp>,
-    /// How long ago the last heartbeat was, by the database's clock.
-    pub heartbeat_age: Duration,
-    /// Its runs in state running.
-    pub running: u64,
-}
 
 /// How a [`PgStore`] connects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +78,11 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// Told what the migrations applied at connect are doing (none by default).
     pub on_migration: Option<MigrationObserver>,
+    /// Create the schema and apply the migrations it lacks (the default: a host and `takt db
+    /// migrate`). `false` connects only to an existing takt schema at this binary's version
+    /// and refuses anything else, creating and changing nothing: what read-only commands use
+    /// (a `takt job list` must never create tables in a shared database's `public` schema).
+    pub migrate: bool,
 }
 
 impl PgOptions {
@@ -118,6 +94,7 @@ impl PgOptions {
             pool_size: 8,
             connect_timeout: Duration::from_secs(5),
             on_migration: None,
+            migrate: true,
         }
     }
 
@@ -192,7 +169,7 @@ pub(crate) fn pg(shown: &str, what: &str, err: tokio_postgres::Error) -> Fail {
             || c.starts_with("08")
         {
             return transient(format!(
-                "the database {shown} is unavailable ({what}: {e}); takt retries"
+                "the database {shown} is unavailable ({what}: {e}); check that the server is up and accepting connections"
             ));
         }
         if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_COLUMN {
@@ -222,7 +199,7 @@ pub(crate) fn pg(shown: &str, what: &str, err: tokio_postgres::Error) -> Fail {
     }
     // No SQLSTATE: the connection itself failed (closed, refused, reset, timed out).
     transient(format!(
-        "the database {shown} is unreachable ({what}: {e}); takt retries"
+        "the database {shown} is unreachable ({what}: {e}); check that the server runs and that this machine can reach it"
     ))
 }
 
@@ -247,7 +224,7 @@ fn pool_error(shown: &str, what: &str, e: PoolError) -> Fail {
         PoolError::Backend(e) => pg(shown, what, e),
         PoolError::Timeout(_) => Fail::transient(format!(
             "no connection to {shown} within the connect timeout ({what}); the database is \
-             down, unreachable or out of connections: takt retries"
+             down, unreachable or out of connections"
         )),
         other => StoreError::other(format!(
             "cannot get a connection to {shown} ({what}): {other}"
@@ -371,9 +348,10 @@ fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         progress_message: r.try_get(15).map_err(&bad)?,
         skip_reason: r.try_get(16).map_err(&bad)?,
         next_attempt_at: t(17)?,
-        plugin: r.try_get(18).map_err(&bad)?,
-        plugin_version: r.try_get(19).map_err(&bad)?,
-        plugin_sha256: r.try_get(20).map_err(&bad)?,
+        node_instance: r.try_get(18).map_err(&bad)?,
+        plugin: r.try_get(19).map_err(&bad)?,
+        plugin_version: r.try_get(20).map_err(&bad)?,
+        plugin_sha256: r.try_get(21).map_err(&bad)?,
     }
     .into_run(shown)
 }
@@ -432,6 +410,7 @@ fn run_params(r: RunRow) -> StoreResult<Vec<Param>> {
         Box::new(r.progress_message),
         Box::new(r.skip_reason),
         Box::new(st_opt(r.next_attempt_at)),
+        Box::new(r.node_instance),
     ])
 }
 
@@ -456,16 +435,18 @@ struct RunBatch {
     progress_message: Vec<Option<String>>,
     skip_reason: Vec<Option<String>>,
     next_attempt_at: Vec<Option<SystemTime>>,
+    node_instance: Vec<Option<String>>,
     claim_token: Vec<i64>,
 }
 
 const INSERT_RUNS: &str = "INSERT INTO runs (job_id, fire_time, state, attempt, created_at, \
      started_at, finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, \
-     progress_done, progress_total, progress_message, skip_reason, next_attempt_at, claim_token) \
+     progress_done, progress_total, progress_message, skip_reason, next_attempt_at, \
+     node_instance, claim_token) \
      SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::integer[], \
      $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::timestamptz[], \
      $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], \
-     $16::text[], $17::timestamptz[], $18::bigint[]) \
+     $16::text[], $17::timestamptz[], $18::text[], $19::bigint[]) \
      ON CONFLICT (job_id, fire_time) DO NOTHING";
 
 impl RunBatch {
@@ -488,6 +469,7 @@ impl RunBatch {
         self.progress_message.push(r.progress_message);
         self.skip_reason.push(r.skip_reason);
         self.next_attempt_at.push(st_opt(r.next_attempt_at));
+        self.node_instance.push(r.node_instance);
         self.claim_token.push(token);
         Ok(())
     }
@@ -528,6 +510,7 @@ impl RunBatch {
                     &self.progress_message,
                     &self.skip_reason,
                     &self.next_attempt_at,
+                    &self.node_instance,
                     &self.claim_token,
                 ],
             )
@@ -606,6 +589,18 @@ impl PgStore {
         store
             .retrying("connecting", || async {
                 let mut client = store.client("connecting").await?;
+                if !options.migrate {
+                    let current =
+                        migrate::current_version(&**client, &store.shown, store.schema.as_deref())
+                            .await?;
+                    super::migrate::require_current(
+                        &store.shown,
+                        current,
+                        pg_latest_version(),
+                        super::migrate::newer_server_schema,
+                    )?;
+                    return Ok(Vec::new());
+                }
                 if let Some(schema) = &options.schema {
                     let created = client
                         .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
@@ -742,95 +737,6 @@ impl PgStore {
         })
     }
 
-    /// Records that `node` is alive (registering it on its first call): its host name,
-    /// version, capacity and tags, with the database's time as its heartbeat.
-    pub async fn node_heartbeat(&self, node: &NodeInfo) -> StoreResult<()> {
-        let capacity = i32::try_from(node.capacity).unwrap_or(i32::MAX);
-        let tags = serde_json::to_string(&node.tags).unwrap_or_else(|_| "[]".into());
-        self.retrying("recording a heartbeat", || async {
-            let client = self.client("recording a heartbeat").await?;
-            client
-                .execute(
-                    "INSERT INTO nodes (id, host_name, version, capacity, tags, started_at, \
-                     heartbeat_at) VALUES ($1, $2, $3, $4, $5, now(), now()) \
-                     ON CONFLICT (id) DO UPDATE SET host_name = EXCLUDED.host_name, \
-                       version = EXCLUDED.version, capacity = EXCLUDED.capacity, \
-                       tags = EXCLUDED.tags, heartbeat_at = now(), \
-                       started_at = CASE WHEN nodes.stopped_at IS NOT NULL \
-                                         THEN now() ELSE nodes.started_at END, \
-                       stopped_at = NULL",
-                    &[&node.id, &node.host_name, &node.version, &capacity, &tags],
-                )
-                .await
-                .map_err(|e| pg(&self.shown, "recording a heartbeat", e))?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// The registered nodes with their running runs, by id; `age` is how long ago each last
-    /// heartbeat was, by the database's clock.
-    pub async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
-        self.retrying("listing nodes", || async {
-            let shown = &*self.shown;
-            let client = self.client("listing nodes").await?;
-            let rows = client
-                .query(
-                    "SELECT n.id, n.host_name, n.version, n.capacity, n.tags, n.started_at, \
-                       n.heartbeat_at, n.stopped_at, \
-                       (EXTRACT(EPOCH FROM clock_timestamp() - n.heartbeat_at) * 1000)::bigint, \
-                       (SELECT COUNT(*) FROM runs r WHERE r.node_id = n.id \
-                        AND r.state = 'running') \
-                     FROM nodes n ORDER BY n.id",
-                    &[],
-                )
-                .await
-                .map_err(|e| pg(shown, "listing nodes", e))?;
-            let mut out = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let bad = read_err(shown, "a node row");
-                let ts = |i: usize| -> StoreResult<Option<Timestamp>> {
-                    Ok(r.try_get::<_, Option<SystemTime>>(i)
-                        .map_err(&bad)?
-                        .and_then(|t| Timestamp::try_from(t).ok()))
-                };
-                let tags: String = r.try_get(4).map_err(&bad)?;
-                out.push(NodeStatus {
-                    info: NodeInfo {
-                        id: r.try_get(0).map_err(&bad)?,
-                        host_name: r.try_get(1).map_err(&bad)?,
-                        version: r.try_get(2).map_err(&bad)?,
-                        capacity: usize::try_from(r.try_get::<_, i32>(3).map_err(&bad)?)
-                            .unwrap_or(0),
-                        tags: serde_json::from_str(&tags).unwrap_or_default(),
-                    },
-                    started_at: ts(5)?,
-                    heartbeat_at: ts(6)?,
-                    stopped_at: ts(7)?,
-                    heartbeat_age: Duration::from_millis(
-                        u64::try_from(r.try_get::<_, i64>(8).map_err(&bad)?).unwrap_or(0),
-                    ),
-                    running: u64::try_from(r.try_get::<_, i64>(9).map_err(&bad)?).unwrap_or(0),
-                });
-            }
-            Ok(out)
-        })
-        .await
-    }
-
-    /// Records a clean stop of node `id`.
-    pub async fn node_stopped(&self, id: &str) -> StoreResult<()> {
-        self.retrying("recording a node stop", || async {
-            let client = self.client("recording a node stop").await?;
-            client
-                .execute("UPDATE nodes SET stopped_at = now() WHERE id = $1", &[&id])
-                .await
-                .map_err(|e| pg(&self.shown, "recording a node stop", e))?;
-            Ok(())
-        })
-        .await
-    }
-
     async fn client(&self, what: &str) -> Result<deadpool_postgres::Object, Fail> {
         self.pool
             .get()
@@ -909,6 +815,53 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// A node row with its running runs (of any of its lives).
+static NODE_SELECT: LazyLock<String> = LazyLock::new(|| {
+    let columns = NODE_COLUMNS
+        .split(", ")
+        .map(|c| format!("n.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "SELECT {columns}, (SELECT count(*) FROM runs r WHERE r.node_id = n.id \
+         AND r.state = 'running') FROM nodes n"
+    )
+});
+
+fn node_of(r: &Row, shown: &str) -> StoreResult<NodeStatus> {
+    let bad = read_err(shown, "a node row");
+    let t = |i: usize| -> StoreResult<Option<i64>> {
+        Ok(r.try_get::<_, Option<SystemTime>>(i)
+            .map_err(&bad)?
+            .map(ms_of))
+    };
+    NodeRow {
+        id: r.try_get(0).map_err(&bad)?,
+        instance: r.try_get(1).map_err(&bad)?,
+        host_name: r.try_get(2).map_err(&bad)?,
+        pid: r.try_get(3).map_err(&bad)?,
+        version: r.try_get(4).map_err(&bad)?,
+        capacity: i64::from(r.try_get::<_, i32>(5).map_err(&bad)?),
+        tags: r.try_get(6).map_err(&bad)?,
+        started_at: t(7)?,
+        heartbeat_at: t(8)?,
+        stopped_at: t(9)?,
+    }
+    .into_status(shown, r.try_get(10).map_err(&bad)?)
+}
+
+async fn node_row(
+    c: &impl GenericClient,
+    shown: &str,
+    node: &NodeId,
+) -> Result<Option<NodeStatus>, Fail> {
+    let row = c
+        .query_opt(&format!("{} WHERE n.id = $1", &*NODE_SELECT), &[&node.0])
+        .await
+        .map_err(|e| pg(shown, "reading a node", e))?;
+    Ok(row.map(|r| node_of(&r, shown)).transpose()?)
+}
+
 async fn get_job(c: &impl GenericClient, shown: &str, id: JobId) -> Result<Option<JobDef>, Fail> {
     let stmt = c
         .prepare_cached(&GET_JOB)
@@ -959,8 +912,8 @@ async fn update_run_if(
         "UPDATE runs SET state = $1, attempt = $2, created_at = $3, started_at = $4, \
          finished_at = $5, node_id = $6, lease_expires_at = $7, error = $8, result_json = $9, \
          elapsed_ms = $10, progress_done = $11, progress_total = $12, progress_message = $13, \
-         skip_reason = $14, next_attempt_at = $15, claim_token = $16 \
-         WHERE id = $17 AND state = $18 AND attempt = $19 RETURNING {RUN_COLUMNS}"
+         skip_reason = $14, next_attempt_at = $15, node_instance = $16, claim_token = $17 \
+         WHERE id = $18 AND state = $19 AND attempt = $20 RETURNING {RUN_COLUMNS}"
     );
     let mut params = run_params(RunRow::of(run)?)?;
     params.push(Box::new(token));
@@ -1799,33 +1752,101 @@ impl Store for PgStore {
     async fn lease_renew(
         &self,
         node: &NodeId,
+        instance: &InstanceId,
         until: Timestamp,
         now: Timestamp,
     ) -> StoreResult<Vec<RunId>> {
-        // Idempotent: renewing twice extends to the same instant.
-        self.retrying("renewing leases", || async {
-            let client = self.client("renewing leases").await?;
-            let rows = client
-                .query(
-                    "UPDATE runs SET lease_expires_at = $1 \
-                     WHERE node_id = $2 AND state = 'running' AND lease_expires_at > $3 \
-                     RETURNING id",
-                    &[&ts(until), &node.0, &ts(now)],
-                )
-                .await
-                .map_err(|e| pg(&self.shown, "renewing leases", e))?;
-            Ok(rows.iter().map(|r| RunId(r.get(0))).collect())
-        })
-        .await
+        // One statement, so one round trip and atomic: the heartbeat, and the leases only if
+        // the heartbeat found this life registered. Idempotent: renewing twice extends to the
+        // same instant.
+        let (beat, renewed) = self
+            .retrying("renewing leases", || async {
+                let client = self.client("renewing leases").await?;
+                let row = client
+                    .query_one(
+                        "WITH beat AS (UPDATE nodes SET heartbeat_at = $3 \
+                           WHERE id = $1 AND instance = $2 RETURNING 1), \
+                         renewed AS (UPDATE runs SET lease_expires_at = $4 \
+                           WHERE node_id = $1 AND node_instance = $2 AND state = 'running' \
+                           AND lease_expires_at > $3 AND EXISTS (SELECT 1 FROM beat) \
+                           RETURNING id) \
+                         SELECT (SELECT count(*) FROM beat), \
+                                ARRAY(SELECT id FROM renewed ORDER BY id)",
+                        &[&node.0, &instance.0, &ts(now), &ts(until)],
+                    )
+                    .await
+                    .map_err(|e| pg(&self.shown, "renewing leases", e))?;
+                let beat: i64 = row.get(0);
+                let ids: Vec<i64> = row.get(1);
+                Ok((beat, ids))
+            })
+            .await?;
+        if beat == 0 {
+            let holder = self
+                .retrying("reading a node", || async {
+                    let client = self.client("reading a node").await?;
+                    node_row(&client, &self.shown, node).await
+                })
+                .await?;
+            return Err(not_registered(node, instance, holder.as_ref()));
+        }
+        Ok(renewed.into_iter().map(RunId).collect())
     }
 
     async fn run_recover_expired(
         &self,
         now: Timestamp,
-        node: Option<&NodeId>,
+        restart: Option<(&NodeId, &InstanceId)>,
     ) -> StoreResult<Vec<Run>> {
-        self.retrying("recovering expired leases", || self.recover_once(now, node))
-            .await
+        self.retrying("recovering expired leases", || {
+            self.recover_once(now, restart)
+        })
+        .await
+    }
+
+    async fn node_register(&self, reg: &Registration) -> StoreResult<Registered> {
+        // Registering one life again is idempotent (the rule lets an instance follow
+        // itself), so a COMMIT whose answer was lost is simply tried again.
+        self.retrying("registering the node", || async {
+            self.register_once(reg).await.map_err(retry::idempotent)
+        })
+        .await
+    }
+
+    async fn node_stopped(
+        &self,
+        node: &NodeId,
+        instance: &InstanceId,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        self.retrying("recording a node stop", || async {
+            let client = self.client("recording a node stop").await?;
+            client
+                .execute(
+                    "UPDATE nodes SET stopped_at = $3 WHERE id = $1 AND instance = $2",
+                    &[&node.0, &instance.0, &ts(now)],
+                )
+                .await
+                .map_err(|e| pg(&self.shown, "recording a node stop", e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
+        self.retrying("listing nodes", || async {
+            let shown = &*self.shown;
+            let client = self.client("listing nodes").await?;
+            let rows = client
+                .query(&format!("{} ORDER BY n.id", &*NODE_SELECT), &[])
+                .await
+                .map_err(|e| pg(shown, "listing nodes", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| node_of(r, shown))
+                .collect::<StoreResult<Vec<_>>>()?)
+        })
+        .await
     }
 
     async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {
@@ -1964,6 +1985,71 @@ impl Store for PgStore {
 }
 
 impl PgStore {
+    /// One try of [`Store::node_register`]: the node's row locked, the rule applied, the row
+    /// replaced. A first registration of an id that races another inserts with `ON CONFLICT
+    /// DO NOTHING` and, losing, tries again (it then finds the winner's row to judge).
+    async fn register_once(&self, reg: &Registration) -> Result<Registered, Fail> {
+        let shown = &*self.shown;
+        let mut client = self.client("registering the node").await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| pg(shown, "starting a registration", e))?;
+        let current = match tx
+            .query_opt(
+                &format!("{} WHERE n.id = $1 FOR UPDATE OF n", &*NODE_SELECT),
+                &[&reg.node.id.0],
+            )
+            .await
+            .map_err(|e| pg(shown, "reading the node", e))?
+        {
+            Some(r) => Some(node_of(&r, shown)?),
+            None => None,
+        };
+        let verdict = registration(current.as_ref(), reg);
+        if let Registered::Yes { .. } = verdict {
+            let r = NodeRow::of(&reg.node, reg.now);
+            let capacity = i32::try_from(r.capacity).unwrap_or(i32::MAX);
+            let values: [&(dyn ToSql + Sync); 8] = [
+                &r.id,
+                &r.instance,
+                &r.host_name,
+                &r.pid,
+                &r.version,
+                &capacity,
+                &r.tags,
+                &ts(reg.now),
+            ];
+            let n = if current.is_some() {
+                tx.execute(
+                    "UPDATE nodes SET instance = $2, host_name = $3, pid = $4, version = $5, \
+                     capacity = $6, tags = $7, started_at = $8, heartbeat_at = $8, \
+                     stopped_at = NULL WHERE id = $1",
+                    &values,
+                )
+                .await
+            } else {
+                tx.execute(
+                    "INSERT INTO nodes (id, instance, host_name, pid, version, capacity, tags, \
+                     started_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+                     ON CONFLICT (id) DO NOTHING",
+                    &values,
+                )
+                .await
+            }
+            .map_err(|e| pg(shown, "registering the node", e))?;
+            if n == 0 {
+                return Err(Fail::transient(format!(
+                    "node {} was registered by another process at the same moment; \
+                     registering again",
+                    reg.node.id
+                )));
+            }
+        }
+        commit(tx, shown).await?;
+        Ok(verdict)
+    }
+
     /// Inserts a run under its (job, fire time) key on its own: a taken key is a Conflict
     /// naming the run that holds it.
     async fn insert_keyed(&self, run: &Run) -> Result<Run, Fail> {
@@ -1994,7 +2080,11 @@ impl PgStore {
         .into())
     }
 
-    async fn recover_once(&self, now: Timestamp, node: Option<&NodeId>) -> Result<Vec<Run>, Fail> {
+    async fn recover_once(
+        &self,
+        now: Timestamp,
+        restart: Option<(&NodeId, &InstanceId)>,
+    ) -> Result<Vec<Run>, Fail> {
         let shown = &*self.shown;
         let mut client = self.client("recovering expired leases").await?;
         let tx = client
@@ -2005,10 +2095,15 @@ impl PgStore {
         let rows = tx
             .query(
                 "SELECT id FROM runs WHERE state = 'running' \
-                 AND (($1::text IS NOT NULL AND node_id = $1) \
-                      OR lease_expires_at IS NULL OR lease_expires_at <= $2) \
+                 AND (($1::text IS NOT NULL AND node_id = $1 \
+                       AND node_instance IS DISTINCT FROM $2::text) \
+                      OR lease_expires_at IS NULL OR lease_expires_at <= $3) \
                  ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
-                &[&node.map(|n| n.0.as_str()), &ts(now)],
+                &[
+                    &restart.map(|(n, _)| n.0.as_str()),
+                    &restart.map(|(_, i)| i.0.as_str()),
+                    &ts(now),
+                ],
             )
             .await
             .map_err(|e| pg(shown, "finding expired leases", e))?;
@@ -2016,7 +2111,9 @@ impl PgStore {
         for r in &rows {
             let id = RunId(r.get(0));
             let mut run = need_run(&tx, shown, id).await?;
-            let event = recovery_event(&run, node);
+            let Some(event) = recovery_event(&run, now, restart) else {
+                continue;
+            };
             let retry = need_job(&tx, shown, run.job_id).await?.retry;
             let attempt = run.attempt;
             run.apply(event, now, &retry).map_err(StoreError::from)?;

@@ -87,9 +87,9 @@ fn month_days_text(days: MonthDays) -> String {
 
 /// The step in the largest unit that divides it: `1h`, `90m`, `45s`.
 fn step_text(step: u32) -> String {
-    if step % 3600 == 0 {
+    if step.is_multiple_of(3600) {
         format!("{}h", step / 3600)
-    } else if step % 60 == 0 {
+    } else if step.is_multiple_of(60) {
         format!("{}m", step / 60)
     } else {
         format!("{step}s")

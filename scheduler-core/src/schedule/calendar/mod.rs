@@ -169,16 +169,16 @@ impl CalendarRule {
             _ => {}
         }
         time.validate()?;
-        if let (Some(from), Some(until)) = (effective_from, expires_at) {
-            if from >= until {
-                return Err(CalendarError::NeverFires {
-                    reason: format!(
-                        "it expires at {} (exclusive), which is not after it takes effect at {}; move \"until\" later or \"from\" earlier",
-                        describe::format_civil(until),
-                        describe::format_civil(from)
-                    ),
-                });
-            }
+        if let (Some(from), Some(until)) = (effective_from, expires_at)
+            && from >= until
+        {
+            return Err(CalendarError::NeverFires {
+                reason: format!(
+                    "it expires at {} (exclusive), which is not after it takes effect at {}; move \"until\" later or \"from\" earlier",
+                    describe::format_civil(until),
+                    describe::format_civil(from)
+                ),
+            });
         }
         let anchor = effective_from.map_or(0, Civil::epoch_day);
         let (ay, am, _) = civil_from_days(anchor);
@@ -295,13 +295,13 @@ impl CalendarRule {
     /// [`CalendarRule::next_civil`]).
     pub fn prev_civil(&self, from: Civil) -> Option<Civil> {
         let mut end = from;
-        if let Some(until) = self.expires_at {
-            if until <= from {
-                if until == MIN_CIVIL {
-                    return None;
-                }
-                end = until.add_seconds(-1);
+        if let Some(until) = self.expires_at
+            && until <= from
+        {
+            if until == MIN_CIVIL {
+                return None;
             }
+            end = until.add_seconds(-1);
         }
         let horizon = end.year.saturating_sub(HORIZON_YEARS).max(MIN_YEAR);
         let mut first_day = days_from_civil(horizon, 1, 1);

@@ -632,7 +632,7 @@ impl TimeOfDay {
                 step_seconds,
                 start,
                 end,
-            } => sod >= start && sod <= end && (sod - start) % step_seconds == 0,
+            } => sod >= start && sod <= end && (sod - start).is_multiple_of(step_seconds),
         }
     }
 

@@ -8,39 +8,97 @@ use crate::schedule::describe::{WEEKDAYS, join_and, month_name, ordinal};
 enum Shape {
     All,
     Single(u32),
-    /// `start, start+step, …` up to the field's maximum.
+    /// `start, start+step, …` up to the field's maximum, from within the first step.
     Step {
         start: u32,
         step: u32,
     },
+    /// Three or more consecutive values from `from` through `to`; `from > to` when they run on
+    /// past the field's maximum (a wrapped range such as hours 22-2).
     Range(u32, u32),
+    /// Three or more values `step` (at least 2) apart from `from` through `to`, wrapped like
+    /// [`Shape::Range`] when `from > to`.
+    Progression {
+        from: u32,
+        to: u32,
+        step: u32,
+    },
+    /// Anything else, in ascending order.
     List(Vec<u32>),
 }
 
-fn shape(bits: u64, min: u32, max: u32) -> Shape {
-    let values: Vec<u32> = (min..=max).filter(|v| bits & (1 << v) != 0).collect();
+/// The values of `bits` between `min` and `max`, ascending.
+fn values(bits: u64, min: u32, max: u32) -> Vec<u32> {
+    (min..=max).filter(|v| bits & (1 << v) != 0).collect()
+}
+
+/// `values` (ascending) in the order they run when the field may wrap: starting after the widest
+/// gap, so that 22, 23, 0, 1 (hours) or Saturday, Sunday come out in that order. Without `wrap`,
+/// or when the widest gap is the one from the maximum back to the minimum, unchanged.
+fn cyclic_order(values: &[u32], span: u32, wrap: bool) -> Vec<u32> {
     let n = values.len();
-    if n == 0 {
-        return Shape::List(values);
+    if !wrap || n < 2 {
+        return values.to_vec();
     }
-    if n as u32 == max - min + 1 {
+    let gap = |i: usize| {
+        if i + 1 < n {
+            values[i + 1] - values[i]
+        } else {
+            values[0] + span - values[n - 1]
+        }
+    };
+    let widest = (0..n).map(gap).max().unwrap_or(0);
+    let start = if gap(n - 1) == widest {
+        0
+    } else {
+        (0..n).position(|i| gap(i) == widest).map_or(0, |i| i + 1)
+    };
+    values[start..]
+        .iter()
+        .chain(&values[..start])
+        .copied()
+        .collect()
+}
+
+/// The shape of a field's values. `wrap` says whether a run may continue from the field's
+/// maximum to its minimum: only when the coarser fields let it (hours 22-2 run on into the next
+/// day only when every day matches), so that the description never promises a stretch of time
+/// the coarser fields cut.
+fn shape(bits: u64, min: u32, max: u32, wrap: bool) -> Shape {
+    let asc = values(bits, min, max);
+    let n = asc.len();
+    let span = max - min + 1;
+    if n == 0 {
+        return Shape::List(asc);
+    }
+    if n as u32 == span {
         return Shape::All;
     }
     if n == 1 {
-        return Shape::Single(values[0]);
+        return Shape::Single(asc[0]);
     }
-    let step = values[1] - values[0];
-    let arithmetic = values.windows(2).all(|w| w[1] - w[0] == step);
-    if arithmetic && step == 1 {
-        return Shape::Range(values[0], values[n - 1]);
-    }
-    if arithmetic && n > 2 && values[n - 1] + step > max && values[0] < step + min {
+    let step = asc[1] - asc[0];
+    let arithmetic = asc.windows(2).all(|w| w[1] - w[0] == step);
+    if arithmetic && n > 2 && asc[n - 1] + step > max && asc[0] < step + min {
         return Shape::Step {
-            start: values[0],
+            start: asc[0],
             step,
         };
     }
-    Shape::List(values)
+    if n >= 3 {
+        let run = cyclic_order(&asc, span, wrap);
+        let diff = |w: &[u32]| (w[1] + span - w[0]) % span;
+        let step = diff(&run[..2]);
+        if run.windows(2).all(|w| diff(w) == step) {
+            let (from, to) = (run[0], run[n - 1]);
+            return if step == 1 {
+                Shape::Range(from, to)
+            } else {
+                Shape::Progression { from, to, step }
+            };
+        }
+    }
+    Shape::List(asc)
 }
 
 fn plural(n: u32, unit: &str) -> String {
@@ -58,14 +116,51 @@ fn hm(h: u32, m: u32, s: Option<u32>) -> String {
     }
 }
 
-fn list(values: &[u32]) -> String {
-    join_and(&values.iter().map(u32::to_string).collect::<Vec<_>>())
+/// Numbers in English, runs of three or more joined by `to` ("0 through 10 and 50 through 59").
+fn runs(values: &[u32], to: &str) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < values.len() {
+        let mut j = i;
+        while j + 1 < values.len() && values[j + 1] == values[j] + 1 {
+            j += 1;
+        }
+        if j - i >= 2 {
+            parts.push(format!("{}{to}{}", values[i], values[j]));
+        } else {
+            parts.extend(values[i..=j].iter().map(u32::to_string));
+        }
+        i = j + 1;
+    }
+    join_and(&parts)
 }
 
-fn time_part(c: &CronExpr) -> String {
-    let s = shape(c.seconds, 0, 59);
-    let m = shape(c.minutes, 0, 59);
-    let h = shape(c.hours, 0, 23);
+const ALL_HOURS: u64 = (1 << 24) - 1;
+const ALL_MINUTES: u64 = (1 << 60) - 1;
+
+/// The phrase for seconds or minutes (`unit`), other than a single value in the simple cases.
+fn sub_hour_phrase(shape: &Shape, unit: &str) -> String {
+    match shape {
+        Shape::All => format!("every {unit}"),
+        Shape::Single(x) => format!("at {unit} {x}"),
+        Shape::Range(lo, hi) => format!("every {unit} from {unit} {lo} through {hi}"),
+        Shape::Step { start: 0, step } => plural(*step, unit),
+        Shape::Step { start, step } => format!("{} from {unit} {start}", plural(*step, unit)),
+        Shape::Progression { from, to, step } => {
+            format!("{} from {unit} {from} through {to}", plural(*step, unit))
+        }
+        Shape::List(v) => format!("at {unit}s {}", runs(v, " through ")),
+    }
+}
+
+/// The time of day. `every_day`: every day matches (no day, month or year restriction), so an
+/// hour range may run on past midnight.
+fn time_part(c: &CronExpr, every_day: bool) -> String {
+    let hours_all = c.hours & ALL_HOURS == ALL_HOURS;
+    let minutes_all = c.minutes & ALL_MINUTES == ALL_MINUTES;
+    let s = shape(c.seconds, 0, 59, every_day && hours_all && minutes_all);
+    let m = shape(c.minutes, 0, 59, every_day && hours_all);
+    let h = shape(c.hours, 0, 23, every_day);
     if let (Shape::Single(sec), Shape::Single(min)) = (&s, &m) {
         let sec = Some(*sec);
         return match &h {
@@ -75,13 +170,19 @@ fn time_part(c: &CronExpr) -> String {
                 _ => format!("every hour at minute {min}"),
             },
             Shape::Range(lo, hi) => format!(
-                "every hour from {} to {}",
+                "every hour from {} through {}",
                 hm(*lo, *min, sec),
                 hm(*hi, *min, sec)
             ),
             Shape::Step { start, step } => {
                 format!("{} from {}", plural(*step, "hour"), hm(*start, *min, sec))
             }
+            Shape::Progression { from, to, step } => format!(
+                "{} from {} through {}",
+                plural(*step, "hour"),
+                hm(*from, *min, sec),
+                hm(*to, *min, sec)
+            ),
             Shape::List(hours) => format!(
                 "at {}",
                 join_and(
@@ -100,31 +201,20 @@ fn time_part(c: &CronExpr) -> String {
         Shape::Step { start, step } => {
             format!(" during {} from {start:02}:00", plural(*step, "hour"))
         }
+        Shape::Progression { from, to, step } => format!(
+            " during {} from {from:02}:00 through {to:02}:00",
+            plural(*step, "hour")
+        ),
         Shape::List(v) => format!(
             " during hours {}",
             join_and(&v.iter().map(|x| format!("{x:02}")).collect::<Vec<_>>())
         ),
     };
-    let seconds_zero = matches!(s, Shape::Single(0));
-    let minute_phrase = match &m {
-        Shape::All => "every minute".to_string(),
-        Shape::Single(x) => format!("at minute {x}"),
-        Shape::Range(lo, hi) => format!("every minute from minute {lo} to {hi}"),
-        Shape::Step { start: 0, step } => plural(*step, "minute"),
-        Shape::Step { start, step } => format!("{} from minute {start}", plural(*step, "minute")),
-        Shape::List(v) => format!("at minutes {}", list(v)),
-    };
-    if seconds_zero {
+    let minute_phrase = sub_hour_phrase(&m, "minute");
+    if matches!(s, Shape::Single(0)) {
         return format!("{minute_phrase}{hours}");
     }
-    let second_phrase = match &s {
-        Shape::All => "every second".to_string(),
-        Shape::Single(x) => format!("at second {x}"),
-        Shape::Range(lo, hi) => format!("every second from second {lo} to {hi}"),
-        Shape::Step { start: 0, step } => plural(*step, "second"),
-        Shape::Step { start, step } => format!("{} from second {start}", plural(*step, "second")),
-        Shape::List(v) => format!("at seconds {}", list(v)),
-    };
+    let second_phrase = sub_hour_phrase(&s, "second");
     match m {
         Shape::All => format!("{second_phrase}{hours}"),
         _ => format!("{second_phrase}, {minute_phrase}{hours}"),
@@ -134,13 +224,17 @@ fn time_part(c: &CronExpr) -> String {
 fn dom_phrase(c: &CronExpr) -> Vec<String> {
     let d = &c.days;
     let mut parts = Vec::new();
-    match shape(u64::from(d.dom), 1, 31) {
+    let dom = u64::from(d.dom);
+    // Days of one month: they never wrap into the next.
+    match shape(dom, 1, 31, false) {
         Shape::All => parts.push("every day".to_string()),
         Shape::Single(x) => parts.push(format!("day {x}")),
         Shape::Range(lo, hi) => parts.push(format!("days {lo} to {hi}")),
         Shape::Step { start, step } => parts.push(format!("every {step} days from day {start}")),
         Shape::List(v) if v.is_empty() => {}
-        Shape::List(v) => parts.push(format!("days {}", list(&v))),
+        Shape::Progression { .. } | Shape::List(_) => {
+            parts.push(format!("days {}", runs(&values(dom, 1, 31), " to ")));
+        }
     }
     for k in 0..31 {
         if d.dom_last_offsets & (1 << k) != 0 {
@@ -156,8 +250,14 @@ fn dom_phrase(c: &CronExpr) -> Vec<String> {
             parts.push(format!("the weekday nearest day {t}"));
         }
     }
-    if d.dom_last_weekday {
-        parts.push("the last weekday (Monday to Friday)".to_string());
+    for k in 0..31 {
+        if d.dom_last_nearest & (1 << k) != 0 {
+            parts.push(match k {
+                0 => "the last weekday (Monday to Friday)".to_string(),
+                1 => "the weekday nearest the day before the last day".to_string(),
+                k => format!("the weekday nearest {k} days before the last day"),
+            });
+        }
     }
     parts
 }
@@ -175,7 +275,9 @@ fn dow_phrase(c: &CronExpr) -> Vec<String> {
         })
         .collect();
     let plain_bits = plain.iter().fold(0u64, |b, w| b | 1 << w);
-    match shape(plain_bits, 0, 6) {
+    // A set of weekdays reads the same in any week, so it may always wrap (Friday through
+    // Monday, Saturday and Sunday).
+    match shape(plain_bits, 0, 6, true) {
         Shape::All => parts.push("every day".to_string()),
         Shape::Range(lo, hi) => parts.push(format!(
             "{} through {}",
@@ -183,13 +285,8 @@ fn dow_phrase(c: &CronExpr) -> Vec<String> {
         )),
         Shape::Single(x) => parts.push(WEEKDAYS[x as usize].to_string()),
         Shape::List(v) if v.is_empty() => {}
-        Shape::List(v) => parts.push(join_and(
-            &v.iter()
-                .map(|x| WEEKDAYS[*x as usize].to_string())
-                .collect::<Vec<_>>(),
-        )),
-        Shape::Step { .. } => parts.push(join_and(
-            &plain
+        Shape::Step { .. } | Shape::Progression { .. } | Shape::List(_) => parts.push(join_and(
+            &cyclic_order(&plain, 7, true)
                 .iter()
                 .map(|x| WEEKDAYS[*x as usize].to_string())
                 .collect::<Vec<_>>(),
@@ -216,24 +313,28 @@ fn dow_phrase(c: &CronExpr) -> Vec<String> {
     parts
 }
 
+/// The months. They may wrap (November through February) unless a year field makes "the
+/// following January" a different question.
 fn month_part(c: &CronExpr) -> String {
-    match shape(c.months, 1, 12) {
+    let wrap = c.years.is_none();
+    match shape(c.months, 1, 12, wrap) {
         Shape::All => "every month".to_string(),
         Shape::Single(m) => month_name(m).to_string(),
         Shape::Range(lo, hi) => format!("{} through {}", month_name(lo), month_name(hi)),
-        Shape::Step { .. } | Shape::List(_) => join_and(
-            &(1..=12)
-                .filter(|m| c.months & (1 << m) != 0)
-                .map(|m| month_name(m).to_string())
+        Shape::Step { .. } | Shape::Progression { .. } | Shape::List(_) => join_and(
+            &cyclic_order(&values(c.months, 1, 12), 12, wrap)
+                .iter()
+                .map(|m| month_name(*m).to_string())
                 .collect::<Vec<_>>(),
         ),
     }
 }
 
 pub(super) fn describe(c: &CronExpr) -> String {
-    let time = time_part(c);
     let d = &c.days;
     let months_all = c.months & 0x1ffe == 0x1ffe;
+    let every_day = d.dom_any && d.dow_any && months_all && c.years.is_none();
+    let time = time_part(c, every_day);
     let month = month_part(c);
     let days = match (d.dom_any, d.dow_any) {
         (true, true) if months_all => "every day".to_string(),
@@ -298,7 +399,7 @@ mod tests {
         assert_eq!(d("0 30 9 * * MON-FRI"), "at 09:30 on Monday through Friday");
         assert_eq!(
             d("0 6-22 * * 1-5"),
-            "every hour from 06:00 to 22:00 on Monday through Friday"
+            "every hour from 06:00 through 22:00 on Monday through Friday"
         );
         assert_eq!(d("0 9 * * WED,SAT"), "at 09:00 on Wednesday and Saturday");
         assert_eq!(d("0 12 ? * 5#3"), "at 12:00 on the third Friday");
@@ -337,6 +438,97 @@ mod tests {
         assert_eq!(
             d("30 0 12 1 1-3 *"),
             "at 12:00:30 on day 1 of January through March"
+        );
+    }
+
+    #[test]
+    fn describes_wrapped_ranges_in_the_order_they_run() {
+        assert_eq!(
+            d("0 22-2 * * *"),
+            "every hour from 22:00 through 02:00 every day"
+        );
+        assert_eq!(
+            d("0 0 22-2/2 * * *"),
+            "every 2 hours from 22:00 through 02:00 every day"
+        );
+        assert_eq!(
+            d("0 15 22-2 * * *"),
+            "every hour from 22:15 through 02:15 every day"
+        );
+        assert_eq!(
+            d("*/10 22-2 * * *"),
+            "every 10 minutes between 22:00 and 02:59 every day"
+        );
+        assert_eq!(
+            d("50-10 * * * *"),
+            "every minute from minute 50 through 10 every day"
+        );
+        assert_eq!(
+            d("50-10/5 * * * * *"),
+            "every 5 seconds from second 50 through 10 every day"
+        );
+        assert_eq!(d("0 9 * * FRI-MON"), "at 09:00 on Friday through Monday");
+        assert_eq!(d("0 9 * * SAT-SUN"), "at 09:00 on Saturday and Sunday");
+        assert_eq!(d("0 9 * * 0,6"), "at 09:00 on Saturday and Sunday");
+        assert_eq!(d("0 9 * * SAT-MON/2"), "at 09:00 on Saturday and Monday");
+        assert_eq!(
+            d("0 0 1 NOV-FEB *"),
+            "at 00:00 on day 1 of November through February"
+        );
+        assert_eq!(
+            d("0 0 * DEC-JAN *"),
+            "at 00:00 every day in December and January"
+        );
+        assert_eq!(
+            d("0 0 28-3 * *"),
+            "at 00:00 on days 1 to 3 and 28 to 31 of every month"
+        );
+    }
+
+    /// A wrapped range reads as one stretch of time only when the coarser fields let it run on
+    /// (every day for hours, every hour for minutes): `22-2` on Mondays is Monday 00:00-02:00
+    /// and Monday 22:00-23:00, not Monday night into Tuesday.
+    #[test]
+    fn does_not_claim_a_wrap_the_coarser_fields_interrupt() {
+        assert_eq!(
+            d("0 22-2 * * MON"),
+            "at 00:00, 01:00, 02:00, 22:00 and 23:00 on Monday"
+        );
+        assert_eq!(
+            d("50-10 9 * * *"),
+            "at minutes 0 through 10 and 50 through 59 during the 09:00 hour every day"
+        );
+        assert_eq!(
+            d("0 0 0 1 NOV-FEB ? 2030"),
+            "at 00:00 on day 1 of January, February, November and December, in 2030"
+        );
+    }
+
+    #[test]
+    fn describes_the_new_items_and_macros() {
+        assert_eq!(
+            d("0 0 L-2W * ?"),
+            "at 00:00 on the weekday nearest 2 days before the last day of every month"
+        );
+        assert_eq!(
+            d("0 0 L-1W * ?"),
+            "at 00:00 on the weekday nearest the day before the last day of every month"
+        );
+        assert_eq!(
+            d("0 0 L-0W * ?"),
+            "at 00:00 on the last weekday (Monday to Friday) of every month"
+        );
+        assert_eq!(d("@every_second"), "every second every day");
+        assert_eq!(d("@every_minute"), "every minute every day");
+        assert_eq!(
+            d("0 ? 9 ? ? ?"),
+            "every minute during the 09:00 hour every day"
+        );
+        assert_eq!(d("0 9 * * MON-TUE"), "at 09:00 on Monday and Tuesday");
+        assert_eq!(d("0 22,23 * * *"), "at 22:00 and 23:00 every day");
+        assert_eq!(
+            d("0 9,12,15 * * *"),
+            "every 3 hours from 09:00 through 15:00 every day"
         );
     }
 }

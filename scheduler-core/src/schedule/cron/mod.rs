@@ -10,14 +10,24 @@
 //!
 //! Each field is a comma-separated list of items: `*`, `a`, `a-b`, `*/n`, `a-b/n`, `a/n`
 //! (from `a` to the field's maximum in steps of `n`). Months accept `JAN`–`DEC`, weekdays
-//! `SUN`–`SAT` (case-insensitive); weekday `0` and `7` are both Sunday. Ranges do not wrap
-//! around (`FRI-MON` is refused; write `FRI-SUN,MON`).
+//! `SUN`–`SAT` (case-insensitive); weekday `0` and `7` are both Sunday. `?` standing alone is
+//! `*` in any field (as in Cronos); it cannot be a list item or carry a step.
 //!
-//! Day-of-month also accepts `?` (no restriction), `L` (last day), `L-n` (n days before the
-//! last day), `nW` (the weekday, Monday–Friday, nearest to day n without leaving the month) and
-//! `LW` (the last weekday of the month). Day-of-week also accepts `?`, `n#k` (the k-th weekday
-//! n of the month, k = 1..5) and `nL` (the last weekday n of the month). Years run 1970–2199.
-//! Macros: `@yearly`/`@annually`, `@monthly`, `@weekly`, `@daily`/`@midnight`, `@hourly`.
+//! A range whose start is after its end wraps around, as in Cronos and Quartz: hours `22-2` are
+//! 22, 23, 0, 1 and 2, weekdays `FRI-MON` Friday to Monday, months `NOV-FEB` November to
+//! February, days `28-3` the 28th to the month's end and the 1st to the 3rd. A step counts on
+//! across the wrap (`22-2/2` is 22, 0, 2). The week runs Sunday (0) to Saturday (6), so a weekday
+//! range starting at 7 starts on that Sunday (`7-2` is `0-2`). Years do not wrap: a year range
+//! written backwards is refused. A wrapped range is only a set of values: `0 22-2 * * MON` fires
+//! on Monday from 00:00 to 02:00 and from 22:00 to 23:00, not into Tuesday morning.
+//!
+//! Day-of-month also accepts `L` (last day), `L-n` (n days before the last day), `nW` (the
+//! weekday, Monday–Friday, nearest to day n without leaving the month), `LW` (the last weekday
+//! of the month) and `L-nW` (the weekday nearest the n-th day before the last, by the `nW` rule;
+//! `L-0W` is `LW`). Day-of-week also accepts `n#k` (the k-th weekday n of the month, k = 1..5)
+//! and `nL` (the last weekday n of the month). Years run 1970–2199. Macros: `@yearly`/
+//! `@annually`, `@monthly`, `@weekly`, `@daily`/`@midnight`, `@hourly`, `@every_minute`,
+//! `@every_second`.
 //!
 //! # Day-of-month and day-of-week
 //!
@@ -78,8 +88,9 @@ struct DaySpec {
     dom_last_offsets: u32,
     /// `nW` items, bits 1..=31.
     dom_nearest_weekday: u32,
-    /// `LW`.
-    dom_last_weekday: bool,
+    /// `L-kW` items: bit k set means "the weekday nearest k days before the last day" (bit 0 is
+    /// `LW`, the last weekday).
+    dom_last_nearest: u32,
     /// Plain weekdays and `n#k` items as day bits, indexed by the weekday of the month's 1st.
     dow_by_first: [u32; 7],
     /// `nL` items: bit n set means "the last weekday n of the month".
@@ -130,9 +141,12 @@ impl CronExpr {
     }
 
     /// Whether the expression reads as "every so often" rather than "at a fixed time of day":
-    /// its second, minute or hour field uses `*` or a step. Such schedules follow elapsed time
-    /// through a daylight-saving fold (they fire in both passes by default); fixed-time ones
-    /// fire once.
+    /// an item of its second, minute or hour field is `*`, `?`, a range (`1-9`, `22-2`) or a
+    /// step (`*/n`, `a/n`, `a-b/n`, whatever `n`). A value or a list of values (`30`, `8,17`)
+    /// is fixed-time; the day, month and year fields never count. This is Cronos's rule, decided
+    /// by how the fields are written: `1-1` counts as a range. Interval-like schedules follow
+    /// elapsed time through a daylight-saving fold (they fire in both passes by default);
+    /// fixed-time ones fire once.
     pub fn is_interval_like(&self) -> bool {
         self.interval_like
     }
@@ -368,7 +382,7 @@ impl CronExpr {
             return valid;
         }
         let first = weekday(year, month, 1);
-        let dom = || dom_days(ds, year, month, dim, first) & valid;
+        let dom = || dom_days(ds, dim, first) & valid;
         let dow = || dow_days(ds, dim, first) & valid;
         match (ds.dom_any, ds.dow_any) {
             (true, _) => dow(),
@@ -424,7 +438,7 @@ impl std::str::FromStr for CronExpr {
 
 /// Day-of-month matches of one month, before masking with the month's valid days.
 #[inline]
-fn dom_days(ds: &DaySpec, year: i16, month: u8, dim: u8, first: u8) -> u32 {
+fn dom_days(ds: &DaySpec, dim: u8, first: u8) -> u32 {
     let mut days = ds.dom;
     if ds.dom_last_offsets != 0 {
         let mut offs = ds.dom_last_offsets;
@@ -446,14 +460,18 @@ fn dom_days(ds: &DaySpec, year: i16, month: u8, dim: u8, first: u8) -> u32 {
             }
         }
     }
-    if ds.dom_last_weekday {
-        let wd = weekday(year, month, dim);
-        let d = match wd {
-            6 => dim - 1,
-            0 => dim - 2,
-            _ => dim,
-        };
-        days |= 1 << d;
+    if ds.dom_last_nearest != 0 {
+        let mut offs = ds.dom_last_nearest;
+        while offs != 0 {
+            let k = offs.trailing_zeros() as u8;
+            offs &= offs - 1;
+            // Like `L-k`, a month shorter than k + 1 days has no such day.
+            if k < dim
+                && let Some(d) = nearest_weekday(dim - k, dim, first)
+            {
+                days |= 1 << d;
+            }
+        }
     }
     days
 }

@@ -59,7 +59,7 @@ pub enum CronError {
     },
     /// An `@word` that is not one of the supported macros.
     #[error(
-        "unknown cron macro \"{found}\"; expected one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly"
+        "unknown cron macro \"{found}\"; expected one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, @every_minute, @every_second"
     )]
     UnknownMacro {
         /// The macro as written.
@@ -124,7 +124,7 @@ const DOM: FieldDef = FieldDef {
     max: 31,
     names: &[],
     names_start: 0,
-    allowed: "1-31, L, L-n, nW, LW or ?",
+    allowed: "1-31, L, L-n, nW, LW, L-nW or ?",
 };
 const MONTH: FieldDef = FieldDef {
     field: CronField::Month,
@@ -162,6 +162,16 @@ impl FieldDef {
             0
         }
     }
+
+    /// The last value of the field's cycle, where a wrapping range goes on from the first: the
+    /// maximum, except that the week ends on Saturday (6) because 7 is Sunday again.
+    fn cycle_max(&self) -> u32 {
+        if self.field == CronField::DayOfWeek {
+            6
+        } else {
+            self.max
+        }
+    }
 }
 
 fn set_bit(bits: &mut [u64; 4], i: u32) {
@@ -183,8 +193,8 @@ struct Parsed {
     bits: [u64; 4],
     /// The field was a bare `*` or `?`.
     any: bool,
-    /// Some item used `*` or a step (for "interval-like").
-    stepped: bool,
+    /// Some item is `*`, a range or a step: what makes a time field interval-like.
+    interval: bool,
 }
 
 pub(super) fn parse(expr: &str, options: CronOptions) -> Result<CronExpr, CronError> {
@@ -199,6 +209,8 @@ pub(super) fn parse(expr: &str, options: CronOptions) -> Result<CronExpr, CronEr
             "weekly" => "0 0 * * 0",
             "daily" | "midnight" => "0 0 * * *",
             "hourly" => "0 * * * *",
+            "every_minute" => "* * * * *",
+            "every_second" => "* * * * * *",
             _ => {
                 return Err(CronError::UnknownMacro {
                     found: trimmed.to_string(),
@@ -272,7 +284,7 @@ pub(super) fn parse(expr: &str, options: CronOptions) -> Result<CronExpr, CronEr
         dom: dom.bits[0] as u32,
         dom_last_offsets: dom_special.last_offsets,
         dom_nearest_weekday: dom_special.nearest_weekday,
-        dom_last_weekday: dom_special.last_weekday,
+        dom_last_nearest: dom_special.last_nearest,
         dow_by_first,
         dow_last: dow_special.last,
     };
@@ -289,7 +301,7 @@ pub(super) fn parse(expr: &str, options: CronOptions) -> Result<CronExpr, CronEr
         months: months.bits[0],
         years,
         days,
-        interval_like: seconds.stepped || minutes.stepped || hours.stepped,
+        interval_like: seconds.interval || minutes.interval || hours.interval,
         source: source.into_boxed_str(),
     };
     check_can_fire(&cron)?;
@@ -347,7 +359,13 @@ fn parse_value(def: &FieldDef, tok: &str) -> Result<u32, CronError> {
     Ok(v)
 }
 
-/// Parses one `*`, `a`, `a-b`, `*/n`, `a-b/n` or `a/n` item into bits.
+/// Parses one `*`, `a`, `a-b`, `*/n`, `a-b/n` or `a/n` item into bits, and says whether it is
+/// a `*`, a range or a step (what makes a time field interval-like; a plain value is not).
+///
+/// A range whose start is after its end wraps around the field's cycle (`22-2` is 22, 23, 0, 1,
+/// 2), as in Cronos and Quartz; a step counts on across the wrap as if the values continued
+/// (`22-2/2` is 22, 0, 2). In day-of-week the cycle is Sunday (0) to Saturday (6) and a range
+/// starting at 7 starts on that Sunday (`7-2` is `0-2`). Years do not wrap.
 fn parse_range_item(def: &FieldDef, item: &str) -> Result<([u64; 4], bool), CronError> {
     let (base, step) = match item.split_once('/') {
         Some((b, s)) => {
@@ -367,6 +385,13 @@ fn parse_range_item(def: &FieldDef, item: &str) -> Result<([u64; 4], bool), Cron
                     "is not a valid step; a step is a whole number such as */5",
                 ));
             };
+            if b == "?" {
+                return Err(err(
+                    def,
+                    item,
+                    format!("puts ? before a step; ? stands alone for every value, write */{s}"),
+                ));
+            }
             if step == 0 {
                 return Err(err(def, item, "has a step of 0; a step must be at least 1"));
             }
@@ -385,42 +410,55 @@ fn parse_range_item(def: &FieldDef, item: &str) -> Result<([u64; 4], bool), Cron
         }
         None => (item, None),
     };
+    let mut range = false;
     let (lo, hi) = if base == "*" {
         (def.min, def.max)
     } else if let Some((a, b)) = base.split_once('-') {
-        let lo = parse_value(def, a)?;
+        range = true;
+        let mut lo = parse_value(def, a)?;
         let hi = parse_value(def, b)?;
         if lo > hi {
-            return Err(err(
-                def,
-                base,
-                format!(
-                    "is a range whose start {lo} is after its end {hi}; ranges do not wrap around, split it into two (for example {lo}-{max},{min}-{hi})",
-                    max = def.max,
-                    min = def.min
-                ),
-            ));
+            if def.field == CronField::Year {
+                return Err(err(
+                    def,
+                    base,
+                    format!(
+                        "is a range whose start {lo} is after its end {hi}; years do not wrap around, write the earlier year first ({hi}-{lo})"
+                    ),
+                ));
+            }
+            if def.field == CronField::DayOfWeek && lo == 7 {
+                lo = 0;
+            }
         }
         (lo, hi)
     } else {
         let v = parse_value(def, base)?;
         if step.is_some() { (v, def.max) } else { (v, v) }
     };
+    let interval = base == "*" || range || step.is_some();
     let step = step.unwrap_or(1);
     let mut bits = [0u64; 4];
+    // Past the end of the cycle, values continue from its start: `end` is `hi` seen from `lo`.
+    let top = def.cycle_max();
+    let span = top - def.min + 1;
+    let end = if lo <= hi { hi } else { hi + span };
     let mut v = lo;
-    while v <= hi {
-        set_bit(&mut bits, v - def.base());
+    while v <= end {
+        let value = if v > top { v - span } else { v };
+        set_bit(&mut bits, value - def.base());
         v += step;
     }
-    Ok((bits, base == "*" || step > 1))
+    Ok((bits, interval))
 }
 
+/// Parses a whole field: a bare `*` or `?` (every value, "no restriction" in the day fields), or
+/// a comma list whose items `special` may claim before the common syntax applies.
 fn parse_list<F>(def: &FieldDef, text: &str, mut special: F) -> Result<Parsed, CronError>
 where
     F: FnMut(&str) -> Result<bool, CronError>,
 {
-    if text == "*" {
+    if text == "*" || text == "?" {
         let mut bits = [0u64; 4];
         for v in def.min..=def.max {
             set_bit(&mut bits, v - def.base());
@@ -428,7 +466,7 @@ where
         return Ok(Parsed {
             bits,
             any: true,
-            stepped: true,
+            interval: true,
         });
     }
     let mut out = Parsed::default();
@@ -440,72 +478,77 @@ where
                 "has an empty list item; separate values with single commas",
             ));
         }
+        if item == "?" {
+            return Err(err(
+                def,
+                item,
+                "must stand alone, not inside a list; write * for every value",
+            ));
+        }
         if special(item)? {
             continue;
         }
-        let (bits, stepped) = parse_range_item(def, item)?;
+        let (bits, interval) = parse_range_item(def, item)?;
         for (o, b) in out.bits.iter_mut().zip(bits) {
             *o |= b;
         }
-        out.stepped |= stepped;
+        out.interval |= interval;
     }
     Ok(out)
 }
 
 fn parse_plain(def: &FieldDef, text: &str) -> Result<Parsed, CronError> {
-    parse_list(def, text, |item| {
-        if item == "?" {
-            Err(err(
-                def,
-                item,
-                "is only allowed in day-of-month and day-of-week; use * here",
-            ))
-        } else {
-            Ok(false)
-        }
-    })
+    parse_list(def, text, |_| Ok(false))
 }
 
 #[derive(Default)]
 struct DomSpecial {
     last_offsets: u32,
+    /// Bit k for `L-kW` (bit 0 is `LW`).
+    last_nearest: u32,
     nearest_weekday: u32,
-    last_weekday: bool,
+}
+
+/// `n` of an `L-n` or `L-nW` item: days before the last day, 0-30.
+fn last_offset(digits: &str) -> Option<u32> {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u32>().ok().filter(|n| *n <= 30)
 }
 
 fn parse_dom(text: &str) -> Result<(Parsed, DomSpecial), CronError> {
     let def = &DOM;
-    if text == "?" {
-        let mut p = parse_list(def, "*", |_| Ok(false))?;
-        p.any = true;
-        return Ok((p, DomSpecial::default()));
-    }
     let mut sp = DomSpecial::default();
     let parsed = parse_list(def, text, |item| {
         let upper = item.to_ascii_uppercase();
-        if upper == "?" {
-            return Err(err(def, item, "must stand alone, not inside a list"));
-        }
         if upper == "L" {
             sp.last_offsets |= 1;
             return Ok(true);
         }
         if upper == "LW" {
-            sp.last_weekday = true;
+            sp.last_nearest |= 1;
             return Ok(true);
         }
         if let Some(off) = upper.strip_prefix("L-") {
-            let n = off
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n <= 30)
-                .ok_or_else(|| {
+            if let Some(digits) = off.strip_suffix('W') {
+                let n = last_offset(digits).ok_or_else(|| {
                     err(
                         def,
                         item,
-                        "is not a valid L-n; n is the number of days before the last day, 0-30",
+                        "is not a valid L-nW; n is the number of days before the last day, 0-30 (for example L-2W)",
                     )
                 })?;
+                sp.last_nearest |= 1 << n;
+                return Ok(true);
+            }
+            let n = last_offset(off).ok_or_else(|| {
+                err(
+                    def,
+                    item,
+                    "is not a valid L-n; n is the number of days before the last day, 0-30",
+                )
+            })?;
             sp.last_offsets |= 1 << n;
             return Ok(true);
         }
@@ -524,7 +567,7 @@ fn parse_dom(text: &str) -> Result<(Parsed, DomSpecial), CronError> {
             return Err(err(
                 def,
                 item,
-                "is not valid in day-of-month; allowed: 1-31, L, L-n, nW, LW, ?, lists, ranges and steps",
+                "is not valid in day-of-month; allowed: 1-31, L, L-n, nW, LW, L-nW, ?, lists, ranges and steps",
             ));
         }
         Ok(false)
@@ -542,17 +585,8 @@ struct DowSpecial {
 
 fn parse_dow(text: &str) -> Result<(Parsed, DowSpecial), CronError> {
     let def = &DOW;
-    if text == "?" {
-        let mut p = parse_list(def, "*", |_| Ok(false))?;
-        p.bits = [0x7f, 0, 0, 0];
-        p.any = true;
-        return Ok((p, DowSpecial::default()));
-    }
     let mut sp = DowSpecial::default();
     let mut parsed = parse_list(def, text, |item| {
-        if item == "?" {
-            return Err(err(def, item, "must stand alone, not inside a list"));
-        }
         if let Some((wd, k)) = item.split_once('#') {
             let wd = parse_value(def, wd)? % 7;
             let k = k.parse::<u8>().ok().filter(|k| (1..=5).contains(k)).ok_or_else(|| {
@@ -613,12 +647,10 @@ mod tests {
             msg("*/0 * * * *"),
             "minute: \"*/0\" has a step of 0; a step must be at least 1"
         );
-        assert!(msg("5-1 * * * *").contains("ranges do not wrap around"));
         assert!(msg("* * * * * * * *").contains("has 8 field(s)"));
         assert!(msg("* * * *").contains("has 4 field(s)"));
         assert!(msg("@reboot").contains("unknown cron macro \"@reboot\""));
         assert!(msg("   ").contains("is empty"));
-        assert!(msg("? * * * *").contains("only allowed in day-of-month and day-of-week"));
         assert!(msg("0 0 * * L").contains("write nL"));
         assert!(msg("0 0 * * 5#6").contains("k is the week of the month 1-5"));
         assert!(msg("0 0 L-31 * *").contains("0-30"));
@@ -632,6 +664,54 @@ mod tests {
             "cron expression \"0 0 30 2 *\" never fires: its day-of-month never occurs in the months it allows (for example 30 or 31 in February); pick days that exist, or use L for the last day"
         );
         assert!(msg("0 0 31 4,6,9,11 *").contains("never fires"));
+    }
+
+    #[test]
+    fn refuses_what_cannot_mean_anything_with_the_new_syntax() {
+        assert_eq!(
+            msg("0 0 0 1 1 ? 2030-2025"),
+            "year: \"2030-2025\" is a range whose start 2030 is after its end 2025; years do not wrap around, write the earlier year first (2025-2030)"
+        );
+        assert_eq!(
+            msg("0 0 0 1 1 ? 2030-2025/2"),
+            "year: \"2030-2025\" is a range whose start 2030 is after its end 2025; years do not wrap around, write the earlier year first (2025-2030)"
+        );
+        assert_eq!(
+            msg("0 22-2/0 * * *"),
+            "hour: \"22-2/0\" has a step of 0; a step must be at least 1"
+        );
+        assert_eq!(
+            msg("0 22-2/25 * * *"),
+            "hour: \"22-2/25\" has a step of 25, larger than the field's span 0-23"
+        );
+        assert_eq!(
+            msg("0 0 L-40W * ?"),
+            "day-of-month: \"L-40W\" is not a valid L-nW; n is the number of days before the last day, 0-30 (for example L-2W)"
+        );
+        assert_eq!(
+            msg("0 0 L-31W * ?"),
+            "day-of-month: \"L-31W\" is not a valid L-nW; n is the number of days before the last day, 0-30 (for example L-2W)"
+        );
+        assert!(msg("0 0 L-W * ?").contains("not a valid L-nW"));
+        assert!(msg("0 0 L-xW * ?").contains("not a valid L-nW"));
+        assert!(msg("0 0 L-2WW * ?").contains("not a valid L-nW"));
+        assert_eq!(
+            msg("?/5 * * * *"),
+            "minute: \"?/5\" puts ? before a step; ? stands alone for every value, write */5"
+        );
+        assert_eq!(
+            msg("0 1,? * * *"),
+            "hour: \"?\" must stand alone, not inside a list; write * for every value"
+        );
+        assert!(msg("0 0 1,? * *").contains("must stand alone"));
+        assert!(msg("0 0 * * MON,?").contains("must stand alone"));
+        assert!(msg("0 0 ?/2 * *").contains("puts ? before a step"));
+        assert!(msg("0 ?-3 * * *").contains("is not a number"));
+        assert!(msg("@every_hour").contains("@every_minute, @every_second"));
+        // A wrapped day-of-month still has to exist: 31-1/5 is only the 31st.
+        assert!(msg("0 0 31-1/5 2 *").contains("never fires"));
+        assert!(msg("0 0 30-2/4 FEB *").contains("never fires"));
+        assert!(msg("0 0 0 L-29W 2 ?").contains("never fires"));
     }
 
     #[test]
@@ -663,6 +743,20 @@ mod tests {
             "@HOURLY",
             "0 0 29 2 *",
             "0 0 30 2 1",
+            "0 22-2 * * *",
+            "0 0 22-2/2 * * *",
+            "50-10 * * * * *",
+            "0 0 28-3 * *",
+            "0 0 1 NOV-FEB *",
+            "0 0 * * FRI-MON",
+            "0 0 * * 7-3/2",
+            "0 0 L-2W * ?",
+            "0 0 l-0w * ?",
+            "0 0 L-30W,15 * ?",
+            "? ? ? ? ? ?",
+            "0 0 12 ? ? ? ?",
+            "@every_second",
+            "@every_minute",
         ] {
             CronExpr::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }

@@ -411,3 +411,230 @@ fn next_is_inclusive_and_prev_mirrors_next() {
         }
     }
 }
+
+/// The allowed values of every field, ignoring whether the expression is interval-like (which
+/// depends on how a field was written, not only on the values it allows).
+fn same_values(a: &CronExpr, b: &CronExpr) -> bool {
+    (a.seconds, a.minutes, a.hours, a.months, a.years, &a.days)
+        == (b.seconds, b.minutes, b.hours, b.months, b.years, &b.days)
+}
+
+#[track_caller]
+fn assert_same_values(wrapped: &str, written_out: &str) {
+    assert!(
+        same_values(&cron(wrapped), &cron(written_out)),
+        "{wrapped} should allow exactly what {written_out} allows"
+    );
+}
+
+#[test]
+fn ranges_wrap_around_in_every_field_but_the_year() {
+    // A night shift: 22:00 through 02:00.
+    assert_eq!(
+        next_n(&cron("0 22-2 * * *"), "2026-01-01T21:00:00", 6),
+        [
+            "2026-01-01T22:00:00",
+            "2026-01-01T23:00:00",
+            "2026-01-02T00:00:00",
+            "2026-01-02T01:00:00",
+            "2026-01-02T02:00:00",
+            "2026-01-02T22:00:00"
+        ]
+    );
+    assert_eq!(
+        prev_n(&cron("0 22-2 * * *"), "2026-01-02T12:00:00", 2),
+        ["2026-01-02T02:00:00", "2026-01-02T01:00:00"]
+    );
+    assert_same_values("0 22-2 * * *", "0 22,23,0,1,2 * * *");
+    assert_same_values("50-10 * * * * *", "0-10,50-59 * * * * *");
+    assert_same_values("50-10 * * * *", "0-10,50-59 * * * *");
+    // Everything from one value round to the one before it.
+    assert_same_values("59-58 * * * * *", "* * * * * *");
+    assert_same_values("0 0 28-3 * *", "0 0 1-3,28-31 * *");
+    assert_same_values("0 0 1 NOV-FEB *", "0 0 1 1,2,11,12 *");
+    assert_same_values("0 0 1 12-1 *", "0 0 1 1,12 *");
+    // Weekdays wrap from Saturday to Sunday; 7 is Sunday at either end.
+    assert_same_values("0 0 * * FRI-MON", "0 0 * * 5,6,0,1");
+    assert_same_values("0 0 * * fri-mon", "0 0 * * 0,1,5,6");
+    assert_same_values("0 0 * * SAT-SUN", "0 0 * * 0,6");
+    assert_same_values("0 0 * * 6-0", "0 0 * * 0,6");
+    assert_same_values("0 0 * * FRI-SUN", "0 0 * * 5-7");
+    assert_same_values("0 0 * * 7-2", "0 0 * * 0-2");
+    assert_same_values("0 0 * * 7-7", "0 0 * * 0");
+    assert_same_values("0 0 * * 1-0", "0 0 * * 0-6");
+    // A wrapped range is one item: it combines with others in a list.
+    assert_same_values("0 0 * * FRI-MON,WED", "0 0 * * 0,1,3,5,6");
+    // NOV-FEB happens in January of the following year.
+    assert_eq!(
+        next_n(&cron("0 0 1 NOV-FEB *"), "2026-10-15T00:00:00", 5),
+        [
+            "2026-11-01T00:00:00",
+            "2026-12-01T00:00:00",
+            "2027-01-01T00:00:00",
+            "2027-02-01T00:00:00",
+            "2027-11-01T00:00:00"
+        ]
+    );
+    // 28-3 is the 28th to the end of the month and the 1st to the 3rd.
+    assert_eq!(
+        next_n(&cron("0 0 28-3 * *"), "2026-02-02T12:00:00", 6),
+        [
+            "2026-02-03T00:00:00",
+            "2026-02-28T00:00:00",
+            "2026-03-01T00:00:00",
+            "2026-03-02T00:00:00",
+            "2026-03-03T00:00:00",
+            "2026-03-28T00:00:00"
+        ]
+    );
+}
+
+#[test]
+fn steps_count_across_the_wrap() {
+    // 22, 0, 2: the step goes on from 23 to 0 as if the hours continued (as Cronos and Quartz
+    // do), rather than restarting at 0.
+    assert_same_values("0 0 22-2/2 * * *", "0 0 0,2,22 * * *");
+    assert_same_values("0 0 23-2/2 * * *", "0 0 1,23 * * *");
+    assert_same_values("57-5/3 * * * * *", "0,3,57 * * * * *");
+    assert_same_values("0 56-4/4 * * * *", "0 0,4,56 * * * *");
+    assert_same_values("0 0 28-3/2 * *", "0 0 1,3,28,30 * *");
+    assert_same_values("0 0 1 OCT-MAR/2 *", "0 0 1 2,10,12 *");
+    assert_same_values("0 0 * * SAT-MON/2", "0 0 * * 1,6");
+    assert_same_values("0 0 * * 5-0/2", "0 0 * * 0,5");
+    assert_same_values("0 0 * * 7-3/2", "0 0 * * 0,2");
+    assert_eq!(
+        next_n(&cron("0 0 22-2/2 * * *"), "2026-01-01T12:00:00", 4),
+        [
+            "2026-01-01T22:00:00",
+            "2026-01-02T00:00:00",
+            "2026-01-02T02:00:00",
+            "2026-01-02T22:00:00"
+        ]
+    );
+}
+
+#[test]
+fn nearest_weekday_before_the_last_day() {
+    // L-nW: the weekday nearest the n-th day before the last, by the same rule as nW.
+    // 2026-03-29 is a Sunday -> Monday the 30th; 2026-11-28 a Saturday -> Friday the 27th.
+    let e = cron("0 0 L-2W * ?");
+    assert_eq!(
+        next_n(&e, "2026-03-01T00:00:00", 3),
+        [
+            "2026-03-30T00:00:00",
+            "2026-04-28T00:00:00",
+            "2026-05-29T00:00:00"
+        ]
+    );
+    assert_eq!(
+        next_n(&e, "2026-11-01T00:00:00", 1),
+        ["2026-11-27T00:00:00"]
+    );
+    assert_eq!(
+        prev_n(&e, "2026-04-01T00:00:00", 1),
+        ["2026-03-30T00:00:00"]
+    );
+    // A Sunday target moves forward when the month has room: 2026-08-30 -> Monday the 31st.
+    assert_eq!(
+        next_n(&cron("0 0 L-1W 8 ?"), "2026-01-01T00:00:00", 1),
+        ["2026-08-31T00:00:00"]
+    );
+    // L-30W is the weekday nearest the 1st of a 31-day month, never leaving it: 2026-08-01 is
+    // a Saturday -> Monday the 3rd; other months have no such day.
+    assert_eq!(
+        next_n(&cron("0 0 L-30W * ?"), "2026-07-02T00:00:00", 2),
+        ["2026-08-03T00:00:00", "2026-10-01T00:00:00"]
+    );
+    // L-0W is LW.
+    assert_eq!(cron("0 0 L-0W * ?"), cron("0 0 LW * ?"));
+    // The calendar facts Cronos's own tests check (2016 and 2017).
+    for (expr, from, want) in [
+        ("0 0 L-1W * ?", "2017-01-01T00:00:00", "2017-01-30T00:00:00"),
+        ("0 0 L-2W * ?", "2017-01-01T00:00:00", "2017-01-30T00:00:00"),
+        ("0 0 L-3W * ?", "2017-01-01T00:00:00", "2017-01-27T00:00:00"),
+        ("0 0 L-4W * ?", "2017-01-01T00:00:00", "2017-01-27T00:00:00"),
+        ("0 0 L-0W * ?", "2016-02-01T00:00:00", "2016-02-29T00:00:00"),
+        ("0 0 L-1W * ?", "2016-02-01T00:00:00", "2016-02-29T00:00:00"),
+        ("0 0 L-1W * ?", "2017-02-01T00:00:00", "2017-02-27T00:00:00"),
+        ("0 0 L-2W * ?", "2016-02-01T00:00:00", "2016-02-26T00:00:00"),
+        ("0 0 L-2W * ?", "2017-02-01T00:00:00", "2017-02-27T00:00:00"),
+        ("0 0 L-3W * ?", "2017-02-01T00:00:00", "2017-02-24T00:00:00"),
+    ] {
+        assert_eq!(
+            cron(expr).next_civil(c(from)),
+            Some(c(want)),
+            "{expr} from {from}"
+        );
+    }
+    // In a list with other day items.
+    assert_eq!(
+        next_n(&cron("0 0 1,L-2W * ?"), "2026-02-02T00:00:00", 2),
+        ["2026-02-26T00:00:00", "2026-03-01T00:00:00"]
+    );
+}
+
+#[test]
+fn question_mark_stands_for_star_in_every_field() {
+    assert!(same_values(&cron("? ? ? ? ? ?"), &cron("* * * * * *")));
+    assert!(same_values(&cron("0 ? 9 ? * MON"), &cron("0 * 9 ? * MON")));
+    assert!(same_values(&cron("0 0 12 1 ? ?"), &cron("0 0 12 1 * ?")));
+    assert_eq!(cron("0 0 12 * * ? ?"), cron("0 0 12 * * ? *"));
+    assert!(cron("? * * * * *").is_interval_like());
+}
+
+#[test]
+fn every_second_and_every_minute_macros() {
+    for (m, plain) in [
+        ("@every_second", "* * * * * *"),
+        ("@every_minute", "* * * * *"),
+    ] {
+        assert_eq!(cron(m).as_str(), m);
+        assert_eq!(cron(m), cron(plain), "{m}");
+        assert!(cron(m).is_interval_like(), "{m}");
+    }
+    assert_eq!(cron("@EVERY_Minute").as_str(), "@every_minute");
+    assert_eq!(
+        next_n(&cron("@every_second"), "2026-12-31T23:59:58", 3),
+        [
+            "2026-12-31T23:59:59",
+            "2027-01-01T00:00:00",
+            "2027-01-01T00:00:01"
+        ]
+    );
+}
+
+/// Interval-like (both passes of a fold) is decided by how the second, minute and hour fields
+/// are written, as in Cronos: `*`, `?`, a range or a step makes an expression interval-like; a
+/// value or a list of values keeps it fixed-time. The day fields never count.
+#[test]
+fn interval_like_is_a_star_range_or_step_in_the_time_fields() {
+    for (expr, interval) in [
+        ("30 2 * * *", false),
+        ("0 30 9 * * *", false),
+        ("0,30 9 * * *", false),
+        ("0 30 1,9 * * *", false),
+        ("0 0 9 * * MON-FRI", false),
+        ("0 0 9 1-5 * *", false),
+        ("0 0 9 */2 * *", false),
+        ("0 0 9 * JAN-MAR/2 * 2030-2040", false),
+        ("@daily", false),
+        ("@weekly", false),
+        ("*/5 * * * *", true),
+        ("0 * * * *", true),
+        ("0 30 */1 * * *", true),
+        ("0 30 0/1 * * *", true),
+        ("0 30 9/1 * * *", true),
+        ("0 30 0-23/1 * * *", true),
+        ("0 30 1-9 * * *", true),
+        ("0 30 22-2 * * *", true),
+        ("0 0-30 1 * * *", true),
+        ("10-20 0 1 * * *", true),
+        ("0 5,10-12 1 * * *", true),
+        ("0 5 1,*/6 * * *", true),
+        ("? 0 1 * * *", true),
+        ("@hourly", true),
+        ("@every_minute", true),
+    ] {
+        assert_eq!(cron(expr).is_interval_like(), interval, "{expr}");
+    }
+}

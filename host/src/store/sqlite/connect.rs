@@ -1,0 +1,259 @@
+//! Opening the SQLite file: the connection settings, the checkpointing thread that keeps WAL
+//! checkpoints out of the commits, and the mapping of driver errors to store errors.
+
+use std::path::Path;
+use std::sync::{Arc, mpsc};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use takt_core::store::StoreError;
+use takt_core::store::StoreResult;
+
+use super::SqliteOptions;
+use super::migrate;
+
+/// The store's connection, and the checkpointing thread that serves it.
+#[derive(Debug)]
+pub(super) struct Db {
+    pub(super) conn: Connection,
+    pub(super) path: Arc<str>,
+    /// The checkpointing thread ([`checkpoint_in_background`]), if it runs.
+    pub(super) checkpointer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Db {
+    /// Ends the checkpointing thread (and closes its connection) before `conn` closes, so
+    /// that `conn` is the file's last connection when it does: SQLite then checkpoints the
+    /// whole WAL and removes it, and a stopped host leaves a self-contained database file, as
+    /// without the thread (a copy of `takt.db` alone is a complete backup).
+    fn drop(&mut self) {
+        if let Some(thread) = self.checkpointer.take() {
+            // Dropping the hook drops the thread's sender: its wait ends.
+            let _ = self
+                .conn
+                .wal_hook(None::<fn(&mut rusqlite::hooks::Wal, i32) -> rusqlite::Result<()>>);
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The WAL size, in pages, at which a commit asks the checkpointing thread to run (SQLite's
+/// own automatic checkpoint threshold).
+const CHECKPOINT_PAGES: i32 = 1000;
+
+/// Moves WAL checkpoints off the store's connection onto a thread of their own.
+///
+/// SQLite checkpoints automatically inside the commit that grows the WAL past 1 000 pages:
+/// that commit copies the WAL into the database file and syncs both, a few milliseconds
+/// (B4: one due run in ~50 took 5–7 ms instead of ~1 ms, always a claim or finish that
+/// happened to checkpoint; the fire's start waited for it). Here `conn` keeps no automatic
+/// checkpoint; its commits only signal the thread when the WAL has passed the threshold,
+/// and the thread runs a PASSIVE checkpoint on a second connection, which waits for
+/// nobody and holds up no writer. The WAL stays bounded as before.
+///
+/// If the second connection or the thread cannot be had, `conn` keeps SQLite's automatic
+/// checkpoints (slower fires, nothing lost). Returns the thread, which ends when the hook
+/// is removed or `conn` is closed (see `Db`'s `Drop`).
+pub(super) fn checkpoint_in_background(
+    conn: &mut Connection,
+    path: &Path,
+    options: &SqliteOptions,
+    shown: &str,
+) -> Option<std::thread::JoinHandle<()>> {
+    let checkpointer = match connect(path, options) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("{e}; checkpoints stay in the commits of {shown}");
+            return None;
+        }
+    };
+    let (tx, rx) = mpsc::sync_channel::<()>(1);
+    let thread_path = shown.to_string();
+    let started = std::thread::Builder::new()
+        .name("takt-sqlite-checkpoint".into())
+        .spawn(move || checkpoint_loop(&checkpointer, &rx, &thread_path));
+    let thread = match started {
+        Ok(thread) => thread,
+        Err(e) => {
+            tracing::warn!(
+                "cannot start the sqlite checkpointing thread ({e}); checkpoints stay in the \
+                 commits of {shown}"
+            );
+            return None;
+        }
+    };
+    // Replaces SQLite's automatic checkpoint, which is itself a WAL hook. A full channel
+    // means a checkpoint is already asked for.
+    let hooked = conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: i32| {
+        if pages >= CHECKPOINT_PAGES {
+            let _ = tx.try_send(());
+        }
+        Ok(())
+    }));
+    if let Err(e) = hooked {
+        // The hook, and with it the thread's sender, is dropped: the thread ends on its own.
+        tracing::warn!("cannot hook the WAL of {shown} ({e}); checkpoints stay in its commits");
+        drop(thread);
+        return None;
+    }
+    Some(thread)
+}
+
+/// The checkpointing thread: a PASSIVE checkpoint each time a commit asks for one; ends when
+/// the store's connection (and with it the hook holding the sender) is closed.
+fn checkpoint_loop(conn: &Connection, asks: &mpsc::Receiver<()>, path: &str) {
+    let mut failing = false;
+    while asks.recv().is_ok() {
+        match conn.wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE) {
+            Ok(_) => failing = false,
+            // Another connection (another process) is checkpointing: it does the work.
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {}
+            Err(e) => {
+                // Once per streak: the next commit past the threshold asks again.
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!("checkpointing the WAL of {path} failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Opens a connection to `path` with the store's settings, refusing corrupt, foreign and
+/// read-only files before anything is written.
+pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Connection> {
+    let shown = path.display().to_string();
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.is_file()
+        && meta.permissions().readonly()
+    {
+        return Err(read_only(&shown));
+    }
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if options.migrate {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn =
+        Connection::open_with_flags(path, flags).map_err(|e| sql_error(&shown, "opening", e))?;
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(|e| sql_error(&shown, "setting the busy timeout", e))?;
+    // Every statement of the loop's passes and of a fire's path stays prepared (the default
+    // cache of 16 would evict some of them each pass).
+    conn.set_prepared_statement_cache_capacity(64);
+    // Read the header first: a file that is not a database fails here, before any write.
+    conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(|e| sql_error(&shown, "reading the schema", e))?;
+    if conn
+        .is_readonly(rusqlite::MAIN_DB)
+        .map_err(|e| sql_error(&shown, "opening", e))?
+    {
+        return Err(read_only(&shown));
+    }
+    if !options.migrate {
+        // Before anything below writes (switching to WAL rewrites the header of a file that
+        // is not in WAL mode yet): a file that is not this takt's database stays as it is.
+        let current = migrate::current_version(&conn, &shown)?;
+        crate::store::migrate::require_current(
+            &shown,
+            current,
+            migrate::latest_version(),
+            migrate::newer_schema,
+        )?;
+    }
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(|e| sql_error(&shown, "switching to WAL", e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::other(format!(
+            "the database {shown} refused WAL journaling (it stays in {mode} mode); put it on a \
+             local file system that supports shared memory (not a network share)"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| sql_error(&shown, "setting synchronous", e))?;
+    Ok(conn)
+}
+
+fn read_only(path: &str) -> StoreError {
+    StoreError::other(format!(
+        "the database file {path} is read-only; give the host's account write access to it and \
+         to its directory (SQLite writes -wal and -shm files beside it)"
+    ))
+}
+
+/// Maps a driver error to a [`StoreError`] whose kind the host can act on; `what` says what
+/// the store was doing.
+pub(crate) fn sql_error(path: &str, what: &str, e: rusqlite::Error) -> StoreError {
+    let code = e.sqlite_error_code();
+    let message = match code {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            return StoreError::transient(format!(
+                "the database {path} is busy ({what}): another connection held its write lock \
+                 longer than the busy timeout; retry"
+            ))
+            .with_source(e);
+        }
+        Some(ErrorCode::ConstraintViolation) => {
+            return StoreError::conflict(format!(
+                "{what} in {path} violates a constraint ({e}); another node may have written \
+                 the same row first: reload and decide again"
+            ))
+            .with_source(e);
+        }
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => format!(
+            "the file {path} is not a takt SQLite database or is corrupt ({e}); restore it from \
+             a backup or point the store to another file (takt left this one untouched)"
+        ),
+        Some(ErrorCode::ReadOnly) => return read_only(path).with_source(e),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => format!(
+            "cannot open the database file {path} ({e}); check that its directory exists and \
+             that the host's account may read and write there"
+        ),
+        Some(ErrorCode::DiskFull) => {
+            format!("the disk holding the database {path} is full ({what}); free space, then retry")
+        }
+        Some(ErrorCode::SystemIoFailure) => format!(
+            "i/o error on the database {path} while {what} ({e}); check the disk and the file \
+             system"
+        ),
+        _ => format!("sqlite error on {path} while {what}: {e}"),
+    };
+    StoreError::other(message).with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use takt_core::store::StoreErrorKind;
+
+    #[test]
+    fn error_kinds_follow_the_sqlite_code() {
+        let failure =
+            |code: i32| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        let kind = |code| sql_error("/x/takt.db", "testing", failure(code)).kind();
+        assert_eq!(kind(rusqlite::ffi::SQLITE_BUSY), StoreErrorKind::Transient);
+        assert_eq!(
+            kind(rusqlite::ffi::SQLITE_LOCKED),
+            StoreErrorKind::Transient
+        );
+        assert_eq!(
+            kind(rusqlite::ffi::SQLITE_CONSTRAINT),
+            StoreErrorKind::Conflict
+        );
+        assert_eq!(kind(rusqlite::ffi::SQLITE_CORRUPT), StoreErrorKind::Other);
+        let e = sql_error(
+            "/x/takt.db",
+            "testing",
+            failure(rusqlite::ffi::SQLITE_READONLY),
+        );
+        assert!(e.to_string().contains("/x/takt.db is read-only"), "{e}");
+        let e = sql_error(
+            "/x/takt.db",
+            "testing",
+            failure(rusqlite::ffi::SQLITE_NOTADB),
+        );
+        assert!(e.to_string().contains("restore it from a backup"), "{e}");
+    }
+}

@@ -1,0 +1,255 @@
+//! The claim: [`crate::store::Store::run_claim_due`], once for every backend.
+//!
+//! One transaction, in rounds of at most the room left: read the due fires and the due
+//! pending runs (locked: two nodes claiming at once split them), merge them in claim order
+//! (priority, due time, id, fires before pending runs at a tie), advance each fire's job past
+//! it (conditionally on the old next fire) recording the DST-gap skips passed on the way,
+//! insert the runs under the unique (job, fire time) key, then claim the pending runs (a
+//! queued one only once its job is idle, which sees the runs this claim started). A round that
+//! saw fewer candidates than room saw everything due, so no further round is read. Jobs handled
+//! in a round are left out of later ones: one claim advances a job's next fire at most once.
+//!
+//! Every run it starts carries the claim's random token. A COMMIT whose answer was lost is
+//! resolved by that token ([`Conn::runs_claimed_by`]): found, the runs are returned as
+//! claimed; not found, claiming again is safe. So a claimed run is neither lost nor claimed
+//! twice.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::{Conn, Dialect, Engine, Fail, NextFireMove, PendingDue, RETRY_PAUSES_MS, Retry};
+use super::{Session, retrying};
+use crate::job::{JobDef, JobId};
+use crate::run::{Run, RunId, RunState};
+use crate::store::backend::{add, job_missing, next_firing, run_changed, run_missing};
+use crate::store::{ClaimParams, ClaimedRun, StoreError, StoreResult};
+
+static CLAIM_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A token no other claim uses: random per process (the standard library's per-process hash
+/// keys), distinct per call.
+fn claim_token() -> i64 {
+    let n = CLAIM_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mixed = RandomState::new().hash_one(n);
+    // Positive and never 0, which marks runs no claim wrote.
+    i64::try_from(mixed >> 1).unwrap_or(i64::MAX).max(1)
+}
+
+/// The claim order of a candidate: (priority, due time in ms, id, pending after fires).
+type Key = (u16, i64, i64, bool);
+
+enum Pick {
+    Fire(Box<JobDef>),
+    Pending(RunId),
+}
+
+pub(super) async fn run_claim_due<D: Dialect>(
+    engine: &Engine<D>,
+    p: &ClaimParams,
+) -> StoreResult<Vec<ClaimedRun>> {
+    let lease_until = add(p.now, p.lease, "run lease")?;
+    let d = &engine.dialect;
+    let what = "claiming due runs";
+    let mut pauses = RETRY_PAUSES_MS.iter();
+    loop {
+        let token = claim_token();
+        let f = match claim_once(d, p, lease_until, token).await {
+            Ok(claimed) => return Ok(claimed),
+            Err(f) => f,
+        };
+        match f.retry {
+            Retry::No => return Err(f.error),
+            Retry::Safe => {}
+            Retry::Unknown => {
+                engine.unknown_commits.fetch_add(1, Ordering::Relaxed);
+                // Whatever this claim committed is found by its token; if nothing was,
+                // claiming again is safe.
+                let found = retrying(d, "checking a claim", || claimed_by(d, p, token))
+                    .await
+                    .map_err(|e| {
+                        StoreError::transient(format!(
+                            "claiming due runs: the outcome of a claim is unknown ({e}); a run \
+                             it may have claimed is failed and retried by this node's next \
+                             lease renewal"
+                        ))
+                    })?;
+                if !found.is_empty() {
+                    return Ok(found);
+                }
+            }
+        }
+        let Some(ms) = pauses.next() else {
+            return Err(f.error);
+        };
+        d.pause(what, &f.error, Duration::from_millis(*ms)).await;
+    }
+}
+
+async fn claim_once<D: Dialect>(
+    d: &D,
+    p: &ClaimParams,
+    lease_until: jiff::Timestamp,
+    token: i64,
+) -> Result<Vec<ClaimedRun>, Fail> {
+    let what = "claiming due runs";
+    let mut s = d.session(what).await?;
+    let mut tx = s.begin(what).await?;
+    tx.claim_begun(token).await?;
+    let mut claimed = Vec::new();
+    let mut handled: Vec<JobId> = Vec::new();
+    while claimed.len() < p.limit {
+        let need = p.limit - claimed.len();
+        let fires = tx.claim_fires(p.now, need, &handled, &p.tags).await?;
+        let pending = tx.claim_pending(p.now, need, &p.tags).await?;
+        let mut picks: Vec<(Key, Pick)> = Vec::with_capacity(fires.len() + pending.len());
+        for job in fires {
+            let (Some(id), Some(fire)) = (job.id, job.next_fire) else {
+                continue;
+            };
+            let key = (job.priority.get(), fire.as_millisecond(), id.0, false);
+            picks.push((key, Pick::Fire(Box::new(job))));
+        }
+        for PendingDue {
+            id,
+            priority,
+            due_at,
+        } in pending
+        {
+            picks.push((
+                (priority, due_at.as_millisecond(), id.0, true),
+                Pick::Pending(id),
+            ));
+        }
+        if picks.is_empty() {
+            break;
+        }
+        picks.sort_by_key(|(k, _)| *k);
+        let exhausted = picks.len() < need;
+        picks.truncate(need);
+
+        let mut moves = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
+        let mut fired: Vec<(Key, JobDef)> = Vec::new();
+        let mut pendings: Vec<(Key, RunId)> = Vec::new();
+        for (key, pick) in picks {
+            match pick {
+                Pick::Pending(id) => pendings.push((key, id)),
+                Pick::Fire(mut job) => {
+                    let (Some(id), Some(fire)) = (job.id, job.next_fire) else {
+                        continue;
+                    };
+                    handled.push(id);
+                    let (next, skips) = match &job.schedule {
+                        Some(s) => next_firing(s, fire),
+                        None => (None, Vec::new()),
+                    };
+                    moves.push(NextFireMove {
+                        job: id,
+                        old: fire,
+                        new: next,
+                    });
+                    for (at, reason) in skips {
+                        runs.push(Run::skipped(id, at, reason, None, p.now));
+                    }
+                    runs.push(
+                        p.new_run(id, fire, lease_until, &job.retry)
+                            .map_err(StoreError::from)?,
+                    );
+                    job.next_fire = next;
+                    fired.push((key, *job));
+                }
+            }
+        }
+        if !moves.is_empty() && tx.advance_next_fires(&moves).await? != moves.len() {
+            return Err(StoreError::conflict(
+                "a job's next fire moved while claiming it; claim again",
+            )
+            .into());
+        }
+        let inserted = tx.insert_runs(&runs, token).await?;
+        let mut round: Vec<(Key, ClaimedRun)> = Vec::new();
+        for (key, job) in fired {
+            let id = job.id;
+            // A fire whose key was taken (a skipped or triggered run) runs nothing; its
+            // job's next fire still advanced.
+            if let Some(run) = inserted
+                .iter()
+                .find(|r| Some(r.job_id) == id && r.state == RunState::Running)
+            {
+                round.push((
+                    key,
+                    ClaimedRun {
+                        run: run.clone(),
+                        job,
+                    },
+                ));
+            }
+        }
+        // Pending runs after the fires: a queued run must see the runs this round started.
+        for (key, id) in pendings {
+            if let Some(c) = claim_pending_run(&mut tx, p, id, lease_until, token).await? {
+                round.push((key, c));
+            }
+        }
+        round.sort_by_key(|(k, _)| *k);
+        claimed.extend(round.into_iter().map(|(_, c)| c));
+        if exhausted {
+            break;
+        }
+    }
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// Claims the due retry or queued run `id` inside the claim's transaction.
+async fn claim_pending_run<C: Conn>(
+    tx: &mut C,
+    p: &ClaimParams,
+    id: RunId,
+    lease_until: jiff::Timestamp,
+    token: i64,
+) -> Result<Option<ClaimedRun>, Fail> {
+    let mut run = tx.run_get(id).await?.ok_or_else(|| run_missing(id))?;
+    if run.state != RunState::Pending {
+        return Ok(None);
+    }
+    // A queued run starts only once its job is idle (one at a time, oldest first).
+    if run.next_attempt_at.is_none() && !tx.queued_may_start(run.job_id).await? {
+        return Ok(None);
+    }
+    let job = tx
+        .job_get(run.job_id)
+        .await?
+        .ok_or_else(|| job_missing(run.job_id))?;
+    let before = (run.state, run.attempt);
+    p.claim(&mut run, lease_until, &job.retry)
+        .map_err(StoreError::from)?;
+    let stored = tx
+        .run_update_if(&run, before, token)
+        .await?
+        .ok_or_else(|| run_changed(id, "claiming its retry"))?;
+    Ok(Some(ClaimedRun { run: stored, job }))
+}
+
+/// After a claim's COMMIT failed with the outcome unknown: the runs it claimed if it
+/// committed (found by its token), none if it did not.
+async fn claimed_by<D: Dialect>(
+    d: &D,
+    p: &ClaimParams,
+    token: i64,
+) -> Result<Vec<ClaimedRun>, Fail> {
+    let what = "checking a claim";
+    let mut s = d.session(what).await?;
+    let mut c = s.conn();
+    let runs = c.runs_claimed_by(&p.node, token).await?;
+    let mut out = Vec::with_capacity(runs.len());
+    for run in runs {
+        let job = c
+            .job_get(run.job_id)
+            .await?
+            .ok_or_else(|| job_missing(run.job_id))?;
+        out.push(ClaimedRun { run, job });
+    }
+    Ok(out)
+}

@@ -1,0 +1,420 @@
+//! What a backend provides: sessions, transactions and a small set of primitives in its own
+//! dialect (River's `riverdriver` interface is the model). Each primitive is one statement or
+//! a few, with no scheduling decision in it: the engine ([`super::Engine`]) decides what is
+//! claimed, what a finish changes, what recovery does and what every error says, and calls
+//! these to read and write.
+//!
+//! Contract of every primitive:
+//!
+//! * It runs on the connection it is called on: inside the transaction after
+//!   [`Session::begin`], on its own (committed as it goes) after [`Session::conn`].
+//! * It returns what it read or wrote and decides nothing: "no row matched" is `None`,
+//!   `false` or an empty list, never an error. Errors are the driver's, mapped to a [`Fail`]
+//!   with a [`StoreErrorKind`](crate::store::StoreErrorKind) and a [`Retry`](super::Retry).
+//! * Conditional writes are conditional in the statement itself (compare-and-set), so they
+//!   hold against other nodes whether or not the caller holds locks.
+//! * Reads marked *locked* take row locks (PostgreSQL `FOR NO KEY UPDATE SKIP LOCKED`, SQL
+//!   Server `UPDLOCK, READPAST`) inside a transaction, passing over rows another transaction
+//!   holds; an embedded backend whose transactions are serialised needs none.
+
+use std::future::Future;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::Fail;
+use crate::job::{JobDef, JobId, JobName};
+use crate::node::{InstanceId, NodeInfo, NodeStatus, Registration};
+use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
+use crate::store::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError};
+
+/// A primitive's result.
+pub type Res<T> = Result<T, Fail>;
+
+/// A backend: where sessions come from, and the few things that are not statements.
+pub trait Dialect: Send + Sync + 'static {
+    /// A connection checked out for the length of one store call.
+    type Session: Session;
+
+    /// What the backend can do (the conformance suite skips what it cannot, loudly).
+    fn capabilities(&self) -> Capabilities;
+
+    /// A session (a pooled connection, the embedded database's connection). `what` names the
+    /// call for messages.
+    fn session(&self, what: &'static str) -> impl Future<Output = Res<Self::Session>> + Send;
+
+    /// Waits `pause` before the engine tries a call again after `error` (the core has no
+    /// timer). A backend whose errors are never [`super::Retry::Safe`] is never asked.
+    fn pause(
+        &self,
+        what: &str,
+        error: &StoreError,
+        pause: Duration,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// Called before a node registers ([`crate::store::Store::node_register`]): `true` when
+    /// the backend has just proven every earlier life recorded in the database dead (the
+    /// SQLite store's file lock), so the registration follows whatever life the row names.
+    /// An error refuses the registration (the lock is held by another process).
+    fn before_register(&self, reg: &Registration) -> Res<bool> {
+        let _ = reg;
+        Ok(false)
+    }
+
+    /// Writes one finish (the engine has checked its shape and resolves lost commits).
+    /// Default: [`Conn::run_finish_if_running`] on a session of its own. A backend may batch
+    /// finishes (the SQLite store's finishing thread commits those queued together in one
+    /// transaction) as long as each stays its own compare-and-set, answered only after the
+    /// commit that holds it.
+    fn finish(
+        &self,
+        id: RunId,
+        attempt: u32,
+        write: &FinishWrite,
+    ) -> impl Future<Output = Res<Option<Run>>> + Send {
+        async move {
+            let mut s = self.session("finishing a run").await?;
+            s.conn().run_finish_if_running(id, attempt, write).await
+        }
+    }
+}
+
+/// A connection for the length of one store call.
+pub trait Session: Send {
+    /// Its primitives, in a transaction or on their own.
+    type Conn<'a>: Conn
+    where
+        Self: 'a;
+
+    /// The primitives, each committed on its own (a read, or one conditional write).
+    fn conn(&mut self) -> Self::Conn<'_>;
+
+    /// A transaction (`BEGIN IMMEDIATE` on SQLite: the write lock first). Dropped without
+    /// [`Conn::commit`], it rolls back.
+    fn begin(&mut self, what: &'static str) -> impl Future<Output = Res<Self::Conn<'_>>> + Send;
+}
+
+/// A due pending run: a retry whose time has come, or a queued run (overlap `queue-one`, a
+/// catch-up fire waiting its turn) claimable once its job is idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingDue {
+    /// The run.
+    pub id: RunId,
+    /// Its job's priority (claim order).
+    pub priority: u16,
+    /// When it became claimable: the retry time, or a queued run's creation.
+    pub due_at: Timestamp,
+}
+
+/// A job's next fire moved by a claim, conditionally on the old value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextFireMove {
+    /// The job.
+    pub job: JobId,
+    /// The next fire being claimed.
+    pub old: Timestamp,
+    /// The schedule's next firing occurrence after it (`None`: nothing more).
+    pub new: Option<Timestamp>,
+}
+
+/// What a finish writes to a run, computed from the finish alone so that a backend can write
+/// it in one conditional statement without reading the run first (the rule of
+/// [`crate::store::backend::apply_finish`], as columns).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishWrite {
+    /// The new state: final, or `Pending` for a retry.
+    pub state: RunState,
+    /// Whether this is a retry: attempt + 1, `finished_at` unchanged.
+    pub retry: bool,
+    /// The error text.
+    pub error: Option<String>,
+    /// The result JSON.
+    pub result_json: Option<String>,
+    /// How long the attempt ran.
+    pub elapsed: Option<Duration>,
+    /// When the retry may be claimed (retries only).
+    pub next_attempt_at: Option<Timestamp>,
+    /// The end of a final state (`None` for a retry, which keeps the stored value).
+    pub finished_at: Option<Timestamp>,
+    /// The plugin build that ran the attempt (replaces an earlier attempt's, also with
+    /// `None`: an attempt that reached no plugin).
+    pub plugin: Option<PluginBuild>,
+}
+
+impl FinishWrite {
+    /// The columns `finish` writes.
+    pub fn of(finish: &RunFinish) -> FinishWrite {
+        let retry = finish.state == RunState::Pending;
+        FinishWrite {
+            state: finish.state,
+            retry,
+            error: finish.error.clone(),
+            result_json: finish.result_json.clone(),
+            elapsed: finish.elapsed,
+            next_attempt_at: finish.retry_at.filter(|_| retry),
+            finished_at: (!retry).then_some(finish.finished_at),
+            plugin: finish.plugin.clone(),
+        }
+    }
+
+    /// Writes the columns into `run` (a backend that holds runs as values): the lease ends.
+    pub fn apply(&self, run: &mut Run) {
+        run.state = self.state;
+        run.error.clone_from(&self.error);
+        run.result_json.clone_from(&self.result_json);
+        run.elapsed = self.elapsed;
+        run.plugin.clone_from(&self.plugin);
+        run.lease_expires_at = None;
+        run.next_attempt_at = self.next_attempt_at;
+        if self.retry {
+            run.attempt += 1;
+        }
+        if let Some(at) = self.finished_at {
+            run.finished_at = Some(at);
+        }
+    }
+}
+
+/// The primitives. See the module docs for the contract every one follows.
+pub trait Conn: Send {
+    /// Ends a transaction with COMMIT (a lost answer is a [`super::Retry::Unknown`]
+    /// failure); nothing on a connection outside one.
+    fn commit(self) -> impl Future<Output = Res<()>> + Send;
+
+    // ---- jobs ------------------------------------------------------------------------
+
+    /// The job with `id`.
+    fn job_get(&mut self, id: JobId) -> impl Future<Output = Res<Option<JobDef>>> + Send;
+
+    /// The job named `name`.
+    fn job_get_by_name(
+        &mut self,
+        name: &JobName,
+    ) -> impl Future<Output = Res<Option<JobDef>>> + Send;
+
+    /// Every job, by id.
+    fn job_list(&mut self) -> impl Future<Output = Res<Vec<JobDef>>> + Send;
+
+    /// Inserts `job` with a new id, version 1 and `updated_at = now` unless its name is taken
+    /// (then `None`, nothing written); the stored job.
+    fn job_insert(
+        &mut self,
+        job: &JobDef,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<Option<JobDef>>> + Send;
+
+    /// Replaces every column of job `job.id` (version `job.version + 1`, `updated_at = now`)
+    /// if its stored version is still `job.version`; the stored job, or `None`.
+    fn job_update_if_version(
+        &mut self,
+        job: &JobDef,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<Option<JobDef>>> + Send;
+
+    /// Deletes the job with its runs and their logs; whether it existed.
+    fn job_delete(&mut self, id: JobId) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Sets `enabled` (version + 1, `updated_at = now`); the stored job, or `None`.
+    fn job_set_enabled(
+        &mut self,
+        id: JobId,
+        enabled: bool,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<Option<JobDef>>> + Send;
+
+    /// Sets the job's next fire to `new` if it is still `expected` (version unchanged);
+    /// whether it was.
+    fn job_set_next_fire_if(
+        &mut self,
+        id: JobId,
+        expected: Option<Timestamp>,
+        new: Option<Timestamp>,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Up to `limit` enabled jobs served by `tags` whose next fire is at or before `now`, in
+    /// claim order (priority, next fire, id), with their running and pending counts. Its
+    /// cost must depend on what is due, not on how many jobs exist.
+    fn jobs_due(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> impl Future<Output = Res<Vec<DueJob>>> + Send;
+
+    /// The earliest instant something served by `tags` becomes claimable (see
+    /// [`crate::store::Store::next_due`]).
+    fn next_due(&mut self, tags: &[String]) -> impl Future<Output = Res<Option<Timestamp>>> + Send;
+
+    // ---- claiming --------------------------------------------------------------------
+
+    /// Called first in a claim's transaction with the claim's token (PostgreSQL takes it as
+    /// a transaction lock, so that a resolution of this claim waits for it to end).
+    fn claim_begun(&mut self, token: i64) -> impl Future<Output = Res<()>> + Send {
+        let _ = token;
+        async { Ok(()) }
+    }
+
+    /// *Locked*: up to `limit` due jobs as [`Conn::jobs_due`] orders them, leaving out
+    /// `exclude` (jobs this claim already handled), as whole definitions.
+    fn claim_fires(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        exclude: &[JobId],
+        tags: &[String],
+    ) -> impl Future<Output = Res<Vec<JobDef>>> + Send;
+
+    /// *Locked*: up to `limit` pending runs of enabled jobs served by `tags` that are
+    /// claimable at `now` — retries whose time has come, and queued runs (no retry time)
+    /// created by `now` whose job has nothing running — in claim order (priority, due time,
+    /// id).
+    fn claim_pending(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> impl Future<Output = Res<Vec<PendingDue>>> + Send;
+
+    /// Moves each job's next fire from `old` to `new`, conditionally on `old`; how many moved.
+    fn advance_next_fires(
+        &mut self,
+        moves: &[NextFireMove],
+    ) -> impl Future<Output = Res<usize>> + Send;
+
+    /// Inserts each run (with a new id) under the unique (job, fire time) key, skipping a
+    /// run whose key is taken; the runs inserted. Runs in state running record `token` as
+    /// their claim token (others 0).
+    fn insert_runs(
+        &mut self,
+        runs: &[Run],
+        token: i64,
+    ) -> impl Future<Output = Res<Vec<Run>>> + Send;
+
+    /// Whether the queued run of `job` may start now: the job has no running run (including
+    /// runs this transaction started), and (a server) its row is not locked by another claim.
+    fn queued_may_start(&mut self, job: JobId) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Writes every mutable column of `run` (and `token` as its claim token) if the stored
+    /// run is still in `expected` (state, attempt); the stored run, or `None`.
+    fn run_update_if(
+        &mut self,
+        run: &Run,
+        expected: (RunState, u32),
+        token: i64,
+    ) -> impl Future<Output = Res<Option<Run>>> + Send;
+
+    /// The running runs of `node` that claim `token` wrote: what a claim whose COMMIT answer
+    /// was lost committed, if it did (a backend waits first for that claim's transaction to
+    /// end, if it can tell).
+    fn runs_claimed_by(
+        &mut self,
+        node: &NodeId,
+        token: i64,
+    ) -> impl Future<Output = Res<Vec<Run>>> + Send;
+
+    // ---- runs ------------------------------------------------------------------------
+
+    /// The run with `id`.
+    fn run_get(&mut self, id: RunId) -> impl Future<Output = Res<Option<Run>>> + Send;
+
+    /// The id of job `job`'s run at `fire`.
+    fn run_id_at(
+        &mut self,
+        job: JobId,
+        fire: Timestamp,
+    ) -> impl Future<Output = Res<Option<RunId>>> + Send;
+
+    /// Runs matching `filter`, newest fire time first (then newest id).
+    fn run_list(&mut self, filter: &RunFilter) -> impl Future<Output = Res<Vec<Run>>> + Send;
+
+    /// Writes `write` to the run if it is running with `attempt`; the stored run, or `None`.
+    fn run_finish_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        write: &FinishWrite,
+    ) -> impl Future<Output = Res<Option<Run>>> + Send;
+
+    /// Records `progress` if the run is running; whether it was.
+    fn run_set_progress_if_running(
+        &mut self,
+        id: RunId,
+        progress: &Progress,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// *Locked*: the running runs whose lease expired at `now` and, with `restart`, the
+    /// running runs of that node under any other instance (or none recorded), by id.
+    fn runs_to_recover(
+        &mut self,
+        now: Timestamp,
+        restart: Option<(&NodeId, &InstanceId)>,
+    ) -> impl Future<Output = Res<Vec<RunId>>> + Send;
+
+    // ---- nodes and leases --------------------------------------------------------------
+
+    /// The heartbeat of `node`'s life `instance` at `now` and the renewal to `until` of the
+    /// leases of its running runs that have not expired at `now`, atomically: the renewed
+    /// runs' ids, or `None` (nothing written) when the node's row does not hold `instance`.
+    fn renew(
+        &mut self,
+        node: &NodeId,
+        instance: &InstanceId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<Option<Vec<RunId>>>> + Send;
+
+    /// The node's row with its running runs; *locked* for an update inside a transaction
+    /// (SQL Server also locks the key's range while the row is missing).
+    fn node_get(&mut self, id: &NodeId) -> impl Future<Output = Res<Option<NodeStatus>>> + Send;
+
+    /// Writes `node` as the node's life, started and heartbeating at `now`, not stopped:
+    /// replacing the row when `exists`, inserting it otherwise (`false` when another process
+    /// inserted it first: the engine tries again and judges that row).
+    fn node_put(
+        &mut self,
+        node: &NodeInfo,
+        now: Timestamp,
+        exists: bool,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Records the stop of `node`'s life `instance` (nothing when the row holds another).
+    fn node_stop(
+        &mut self,
+        node: &NodeId,
+        instance: &InstanceId,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<()>> + Send;
+
+    /// Every node, by id, with its running runs.
+    fn node_list(&mut self) -> impl Future<Output = Res<Vec<NodeStatus>>> + Send;
+
+    // ---- logs, retention, notifications ---------------------------------------------
+
+    /// Appends `lines` to the run's log with increasing sequence numbers, all or none;
+    /// `false` (nothing written) when the run does not exist.
+    fn log_append(
+        &mut self,
+        run: RunId,
+        lines: &[LogLine],
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Up to `limit` log lines of the run after `after`, in order.
+    fn log_list(
+        &mut self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<(u64, LogLine)>>> + Send;
+
+    /// Removes the runs in a final state that finished before `older_than`, with their logs.
+    fn retention_purge(
+        &mut self,
+        older_than: Timestamp,
+    ) -> impl Future<Output = Res<PurgeCounts>> + Send;
+
+    /// Tells other nodes that something may be due sooner than they planned (PostgreSQL
+    /// `NOTIFY`, delivered at commit); nothing where other nodes only poll.
+    fn notify_due_sooner(&mut self) -> impl Future<Output = Res<()>> + Send {
+        async { Ok(()) }
+    }
+}
