@@ -16,6 +16,10 @@
 //! | `TAKT_TZ` | `timezone` |
 //! | `TAKT_EXE_ALLOWLIST` | `[exe] allowlist` (entries separated like `PATH`) |
 //! | `TAKT_SQL_CONNECTION_<NAME>` | `[sql.connections] <name>` (a password need not be in the file) |
+//! | `TAKT_LOG_FORMAT` | `log_format` (`text` or `json`) |
+//!
+//! The level of the logs is not a key: `TAKT_LOG` (or `RUST_LOG`) sets it, as for every
+//! `takt` command (see [`crate::cli`]'s `logging`).
 //!
 //! Jobs declared in the file (`[[jobs]]`) are stored with `application =`
 //! [`CONFIG_APPLICATION`]; [`crate::cli`]'s `takt run` inserts new ones, updates changed ones
@@ -39,6 +43,33 @@ pub const CONFIG_APPLICATION: &str = "takt.toml";
 
 /// The config file read when none is named.
 pub const DEFAULT_FILE: &str = "takt.toml";
+
+/// How the host writes its logs (to stderr; run lines are stdout's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One human-readable line per event: time (UTC), level, message and fields. Coloured on
+    /// a terminal, plain otherwise (journald and log files read it as it is).
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `message`, fields), for
+    /// log collectors.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!(
+                "\"{s}\" is not a log format; use \"text\" (human-readable lines) or \"json\" \
+                 (one JSON object per line)"
+            )),
+        }
+    }
+}
 
 /// A config file that could not be used: the file, the key path and what is wrong and what to
 /// do.
@@ -76,6 +107,9 @@ pub struct Config {
     pub timezone: String,
     /// How long a shutdown waits for running runs before cancelling them.
     pub grace: Duration,
+    /// How `takt run` writes its logs to stderr (`log_format`, `TAKT_LOG_FORMAT`); `None`
+    /// leaves it to `takt run` (`--log-format`, else human-readable text).
+    pub log_format: Option<LogFormat>,
     /// How long a claimed run's lease lasts before another node may recover it (default 60 s).
     pub lease: Duration,
     /// How often this node renews its leases and heartbeats (default 30 s; less than half
@@ -124,6 +158,7 @@ struct FileConfig {
     capacity: Option<usize>,
     timezone: Option<String>,
     grace: Option<String>,
+    log_format: Option<String>,
     lease: Option<String>,
     renew_every: Option<String>,
     retention_days: Option<u32>,
@@ -433,6 +468,16 @@ impl Config {
             })?),
             None => Duration::from_secs(10),
         };
+        let log_format = match env("TAKT_LOG_FORMAT") {
+            Some(v) => Some(
+                v.parse::<LogFormat>()
+                    .map_err(|e| env_err("TAKT_LOG_FORMAT", e))?,
+            ),
+            None => match &raw.log_format {
+                Some(v) => Some(v.parse::<LogFormat>().map_err(|e| err("log_format", e))?),
+                None => None,
+            },
+        };
         let duration = |key: &str, v: &Option<String>, default: u64| match v {
             Some(g) => match parse_duration(g) {
                 Ok(0) => Err(err(key, format!("\"{g}\" is zero; give at least 1s"))),
@@ -514,6 +559,7 @@ impl Config {
             capacity,
             timezone,
             grace,
+            log_format,
             lease,
             renew_every,
             retention_days: raw.retention_days,
@@ -962,6 +1008,29 @@ enabled = false
         assert_eq!(e.key, "jobs[0].retry_delays");
         let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ntz = \"UTC\"").unwrap_err();
         assert_eq!(e.key, "jobs[0]");
+    }
+
+    #[test]
+    fn log_format_from_the_file_or_the_environment() {
+        assert_eq!(parse("").unwrap().log_format, None);
+        let c = parse("log_format = \"JSON\"").unwrap();
+        assert_eq!(c.log_format, Some(LogFormat::Json));
+        let c = Config::parse("log_format = \"json\"", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_LOG_FORMAT").then(|| "text".to_string())
+        })
+        .unwrap();
+        assert_eq!(c.log_format, Some(LogFormat::Text));
+        let e = parse("log_format = \"yaml\"").unwrap_err();
+        assert_eq!(e.key, "log_format");
+        assert!(e.message.contains("use \"text\""), "{e}");
+        let e = Config::parse("", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_LOG_FORMAT").then(|| "xml".to_string())
+        })
+        .unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            ("environment", "TAKT_LOG_FORMAT")
+        );
     }
 
     #[test]

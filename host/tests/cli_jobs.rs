@@ -731,3 +731,289 @@ fn logs_follow_waits_for_the_run_to_end() {
         "{text}"
     );
 }
+
+#[test]
+fn negative_numbers_and_durations_name_the_option_and_the_form() {
+    let d = TempDir::migrated("negative");
+    let add = |extra: &[&str]| {
+        let mut a = vec!["job", "add", "--name", "x", "--handler", "examples::hello"];
+        a.extend_from_slice(extra);
+        d.fails(&a)
+    };
+    let e = add(&["--every", "5m", "--timeout", "-5s"]);
+    assert!(
+        e.contains(
+            "--timeout \"-5s\": a duration cannot be negative; give a positive duration such as \
+             30s, 10m or 1h30m"
+        ),
+        "{e}"
+    );
+    let e = add(&["--every", "-5m"]);
+    assert!(
+        e.contains("--every \"-5m\": a duration cannot be negative"),
+        "{e}"
+    );
+    let e = add(&["--manual", "--retries", "-1"]);
+    assert!(
+        e.contains(
+            "--retries \"-1\": a count cannot be negative; give a whole number of 0 or more"
+        ),
+        "{e}"
+    );
+    let e = add(&["--manual", "--retries", "three"]);
+    assert!(e.contains("--retries \"three\" is not a count"), "{e}");
+    let e = add(&["--manual", "--priority", "-1"]);
+    assert!(
+        e.contains("--priority \"-1\": a priority cannot be negative"),
+        "{e}"
+    );
+    let e = add(&["--manual", "--timeout", "0s"]);
+    assert!(
+        e.contains("--timeout \"0s\": duration \"0s\" is zero"),
+        "{e}"
+    );
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "j",
+        "--handler",
+        "examples::hello",
+        "--manual",
+    ]);
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["job", "update", "j", "--timeout", "-1m"],
+            "--timeout \"-1m\": a duration cannot be negative",
+        ),
+        (
+            &["job", "update", "j", "--retries", "-2"],
+            "--retries \"-2\": a count cannot be negative",
+        ),
+        (
+            &["runs", "--limit", "-1"],
+            "--limit \"-1\": a count cannot be negative",
+        ),
+        (
+            &["runs", "--limit", "0"],
+            "--limit \"0\": a count must be at least 1",
+        ),
+        (
+            &["logs", "-5"],
+            "RUN_ID \"-5\": a run id cannot be negative",
+        ),
+        (
+            &["schedule", "next", "--every", "5m", "-n", "-3"],
+            "-n \"-3\": a count cannot be negative",
+        ),
+        (
+            &["schedule", "next", "--every", "-5m"],
+            "--every \"-5m\": a duration cannot be negative",
+        ),
+        (
+            &["run", "--for", "-3s"],
+            "--for \"-3s\": a duration cannot be negative",
+        ),
+        (
+            &["cron", "explain", "* * * * *", "-n", "-1"],
+            "-n \"-1\": a count cannot be negative",
+        ),
+    ];
+    for (args, wanted) in cases {
+        let e = d.fails(args);
+        assert!(e.contains(wanted), "takt {args:?}: {e}");
+    }
+    // Nothing was changed by the refused commands.
+    assert_eq!(d.json(&["job", "list"]).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_past_at_is_refused_unless_allowed() {
+    let d = TempDir::migrated("past-at");
+    let base = [
+        "job",
+        "add",
+        "--name",
+        "once",
+        "--handler",
+        "examples::hello",
+    ];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        a
+    }
+    let before = Timestamp::now();
+    let e = d.fails(&with(&base, &["--at", "2026-01-01T00:00:00Z"]));
+    assert!(
+        e.contains("--at 2026-01-01T00:00:00Z is in the past (it is now 20")
+            && e.contains(
+                "give a future time, or --allow-past to record it as missed per the job's \
+                 misfire policy (skip)"
+            ),
+        "{e}"
+    );
+    // The current time is shown, to the second.
+    let now_shown: Timestamp = e
+        .split("(it is now ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .expect("the time")
+        .parse()
+        .expect("an instant");
+    assert!(
+        (now_shown.as_second() - before.as_second()).abs() <= 5,
+        "{e}"
+    );
+    // A wall-clock time in --tz shows the instant it means.
+    let e = d.fails(&with(
+        &base,
+        &[
+            "--at",
+            "2026-01-01T08:00",
+            "--tz",
+            "Asia/Shanghai",
+            "--misfire",
+            "fire-once",
+        ],
+    ));
+    assert!(
+        e.contains("--at 2026-01-01T08:00 (2026-01-01T00:00:00Z) is in the past")
+            && e.contains("misfire policy (fire-once)"),
+        "{e}"
+    );
+    assert_eq!(d.json(&["job", "list"]), serde_json::json!([]));
+    let e = d.fails(&with(&base, &["--every", "5m", "--allow-past"]));
+    assert!(e.contains("--allow-past applies to --at only"), "{e}");
+
+    // Allowed: due at once, at the past instant, for the loop's misfire handling.
+    let out = d.ok(&with(
+        &base,
+        &["--at", "2026-01-01T00:00:00Z", "--allow-past"],
+    ));
+    assert!(
+        out.contains("due now, late since 2026-01-01T00:00:00Z") && out.contains("(skip)"),
+        "{out}"
+    );
+    let j = d.json(&["job", "show", "once"]);
+    assert_eq!(j["next_fire"], "2026-01-01T00:00:00Z");
+
+    // job update --at: the same rule.
+    let e = d.fails(&["job", "update", "once", "--at", "2025-06-01T00:00:00Z"]);
+    assert!(
+        e.contains("--at 2025-06-01T00:00:00Z is in the past"),
+        "{e}"
+    );
+    let future = Timestamp::now()
+        .checked_add(Duration::from_secs(3600))
+        .unwrap()
+        .round(jiff::Unit::Second)
+        .unwrap()
+        .to_string();
+    d.ok(&["job", "update", "once", "--at", &future]);
+    assert_eq!(d.json(&["job", "show", "once"])["next_fire"], future);
+    d.ok(&[
+        "job",
+        "update",
+        "once",
+        "--at",
+        "2025-06-01T00:00:00Z",
+        "--allow-past",
+    ]);
+    assert_eq!(
+        d.json(&["job", "show", "once"])["next_fire"],
+        "2025-06-01T00:00:00Z"
+    );
+}
+
+#[test]
+fn show_has_each_field_once_and_update_help_has_no_add_defaults() {
+    let d = TempDir::migrated("show-once");
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "tagged",
+        "--handler",
+        "examples::hello",
+        "--manual",
+        "--node-tag",
+        "line-1",
+    ]);
+    let show = d.ok(&["job", "show", "tagged"]);
+    let fields: Vec<&str> = show
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split("  ").next())
+        .collect();
+    let mut unique = fields.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), fields.len(), "a field shown twice:\n{show}");
+    assert_eq!(show.matches("node tag").count(), 1, "{show}");
+
+    let update = d.ok(&["job", "update", "--help"]);
+    let add = d.ok(&["job", "add", "--help"]);
+    for flag in [
+        "--params",
+        "--tz",
+        "--timeout",
+        "--retries",
+        "--priority",
+        "--misfire",
+    ] {
+        let line = |help: &str| {
+            help.split("\n      --")
+                .find(|o| o.starts_with(&flag[2..]))
+                .unwrap_or_else(|| panic!("{flag} in {help}"))
+                .to_string()
+        };
+        assert!(!line(&update).contains("[default:"), "{flag}: {update}");
+        assert!(line(&add).contains("[default:"), "{flag}: {add}");
+    }
+    assert!(update.contains("only the options given change"), "{update}");
+}
+
+#[test]
+fn every_job_subcommand_prints_json() {
+    let d = TempDir::migrated("json-everywhere");
+    let added = d.json(&[
+        "job",
+        "add",
+        "--name",
+        "j",
+        "--handler",
+        "examples::hello",
+        "--every",
+        "1h",
+    ]);
+    assert_eq!(added["name"], "j");
+    assert_eq!(added["version"], 1);
+    assert_eq!(added["schedule_short"], "every 1h");
+    assert_eq!(added["next_fires"].as_array().unwrap().len(), 3);
+    let updated = d.json(&["job", "update", "j", "--priority", "7"]);
+    assert_eq!(updated["priority"], 7);
+    assert_eq!(updated["version"], 2);
+    let disabled = d.json(&["job", "disable", "j"]);
+    assert_eq!(disabled["enabled"], false);
+    let enabled = d.json(&["job", "enable", "j"]);
+    assert_eq!(enabled["enabled"], true);
+    let t0 = Timestamp::now().as_second();
+    let triggered = d.json(&["job", "trigger", "j"]);
+    let due = ts(&triggered["next_fire"]).as_second();
+    assert!(
+        due >= t0 && due <= Timestamp::now().as_second(),
+        "{triggered}"
+    );
+    let listed = d.json(&["job", "list"]);
+    assert_eq!(listed[0]["name"], "j");
+    let shown = d.json(&["job", "show", "j"]);
+    assert_eq!(shown["id"], added["id"]);
+    let removed = d.json(&["job", "remove", "j"]);
+    assert_eq!(removed["name"], "j");
+    assert_eq!(removed["id"], added["id"]);
+    assert_eq!(d.json(&["job", "list"]), serde_json::json!([]));
+    // An error is still an error message, not a JSON document, and exit 1.
+    let e = d.fails(&["job", "show", "j", "--json"]);
+    assert!(e.starts_with("error: no job named \"j\""), "{e}");
+}

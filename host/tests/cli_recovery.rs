@@ -10,13 +10,13 @@
 
 mod common;
 
+use common::process::Host;
+
 use std::collections::HashSet;
-use std::fs::File;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::Output;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use takt_core::job::{JobId, JobName};
@@ -25,10 +25,6 @@ use takt_core::store::conformance::block_on;
 use takt_core::store::{LogLine, RunFilter, Store};
 use takt_host::store::{SqliteOptions, SqliteStore};
 
-/// How long any awaited change may take on a loaded 2-core machine before the test fails.
-const PATIENCE: Duration = Duration::from_secs(60);
-/// How often the database and the processes are looked at while waiting.
-const POLL: Duration = Duration::from_millis(50);
 /// How long one attempt of the job runs: long enough that the test sees it running (and
 /// kills it) well before it could end, short enough that the retry keeps the test quick.
 const ATTEMPT_SECONDS: f64 = 5.0;
@@ -52,16 +48,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// `takt` in `dir`, deaf to the developer's own `TAKT_*` settings.
-fn takt_command(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_takt"));
-    cmd.current_dir(dir)
-        .env_remove("TAKT_DB")
-        .env_remove("TAKT_PLUGIN_DIR")
-        .env_remove("TAKT_NODE_ID")
-        .env_remove("TAKT_CAPACITY")
-        .env_remove("TAKT_TZ");
-    cmd
-}
+use common::takt_command;
 
 fn takt(dir: &Path, args: &[&str]) -> Output {
     takt_command(dir)
@@ -84,104 +71,9 @@ fn succeeds(dir: &Path, args: &[&str]) -> String {
     stdout
 }
 
-// ---------------------------------------------------------------------------------------------
-// A `takt run` process in the background
-
-/// A background `takt run`. Its output goes to files rather than pipes, so a chatty host can
-/// never block on a full pipe while the test is busy polling the database. Dropped while still
-/// alive (a failed assertion), it is killed, so no host outlives its test.
-struct Host {
-    child: Child,
-    stdout: PathBuf,
-    stderr: PathBuf,
-}
-
-impl Host {
-    fn start(dir: &Path, tag: &str, args: &[&str]) -> Host {
-        let stdout = dir.join(format!("{tag}.stdout"));
-        let stderr = dir.join(format!("{tag}.stderr"));
-        let child = takt_command(dir)
-            .arg("run")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(File::create(&stdout).expect("the stdout file can be created"))
-            .stderr(File::create(&stderr).expect("the stderr file can be created"))
-            .spawn()
-            .expect("takt run starts");
-        Host {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(&self.stdout).unwrap_or_default()
-    }
-
-    /// Both outputs, for failure messages.
-    fn output(&self) -> String {
-        let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        format!("--- stdout\n{}--- stderr\n{stderr}", self.stdout())
-    }
-
-    /// Waits until `check` returns something, failing the test after [`PATIENCE`] or as soon
-    /// as the host exits (it was meant to stay up while we wait).
-    fn wait_for<T>(&mut self, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-        let start = Instant::now();
-        loop {
-            if let Some(found) = check() {
-                return found;
-            }
-            if let Some(status) = self.child.try_wait().expect("the host can be waited for") {
-                panic!(
-                    "takt run exited ({status}) while waiting for {what}\n{}",
-                    self.output()
-                );
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "no {what} after {PATIENCE:?}\n{}",
-                self.output()
-            );
-            std::thread::sleep(POLL);
-        }
-    }
-
-    /// Waits for the host to exit on its own (after `--for` or a signal).
-    fn wait_exit(&mut self) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("the host can be waited for") {
-                return status;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "takt run did not stop within {PATIENCE:?}\n{}",
-                self.output()
-            );
-            std::thread::sleep(POLL);
-        }
-    }
-
-    /// Ctrl-C, as an operator would stop it (std has no way to send SIGINT, and the crate has
-    /// no libc dependency to do it in-process).
-    fn interrupt(&mut self) {
-        let status = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -INT failed: {status}");
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// `takt run ARGS` in `dir` in the background, its output in `dir/<tag>.stdout|stderr`.
+fn start_host(dir: &Path, tag: &str, args: &[&str]) -> Host {
+    Host::spawn(takt_command(dir).arg("run").args(args), dir, tag)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,7 +109,7 @@ struct Killed {
 /// Starts `takt run` on `dir`, triggers the job, SIGKILLs the host while its run is running
 /// and has logged, and checks that nothing cleaned up after it.
 fn kill_during_the_run(dir: &Path) -> Killed {
-    let mut host = Host::start(dir, "first", &["--for", "5m"]);
+    let mut host = start_host(dir, "first", &["--for", "5m"]);
     // The job exists once the host has synced the file's jobs (and so created the database).
     host.wait_for("the job synced from takt.toml", || {
         let stdout = std::fs::read_to_string(dir.join("first.stdout")).unwrap_or_default();
@@ -356,10 +248,10 @@ fn kill_9_during_a_run_is_recovered_on_restart() {
     let store = &killed.store;
 
     let restarted_at = Timestamp::now();
-    let mut host = Host::start(&dir, "second", &["--for", "5m"]);
+    let mut host = start_host(&dir, "second", &["--for", "5m"]);
     let (last, seen) = observe_until_final(&mut host, store, &killed.run);
     // The loop is long past its start (it ran a whole attempt), so Ctrl-C is handled.
-    host.interrupt();
+    host.signal("INT");
     let status = host.wait_exit();
     let stdout = host.stdout();
     assert!(status.success(), "{status}\n{}", host.output());
@@ -442,7 +334,7 @@ fn kill_9_during_a_run_without_retries_fails_it_on_restart() {
     // A few seconds of the restarted host: time enough for a wrongly scheduled retry (1s
     // delay) to be claimed and show up in the summary.
     let restarted_at = Timestamp::now();
-    let mut host = Host::start(&dir, "second", &["--for", "3s"]);
+    let mut host = start_host(&dir, "second", &["--for", "3s"]);
     let status = host.wait_exit();
     let stdout = host.stdout();
     assert!(status.success(), "{status}\n{}", host.output());

@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use takt_core::job::JobName;
@@ -31,14 +31,8 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn takt(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_takt"))
+    common::takt_command(dir)
         .args(args)
-        .current_dir(dir)
-        .env_remove("TAKT_DB")
-        .env_remove("TAKT_PLUGIN_DIR")
-        .env_remove("TAKT_NODE_ID")
-        .env_remove("TAKT_CAPACITY")
-        .env_remove("TAKT_TZ")
         .output()
         .expect("takt runs")
 }
@@ -248,5 +242,188 @@ fn a_file_job_never_takes_over_a_job_added_by_the_cli_or_api() {
         .unwrap();
     assert!(stored.schedule.is_none(), "the stored job was left alone");
     assert_eq!(stored.application, None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `plugin list` and `plugin verify` check files as `takt run` would: the config's
+/// `plugin_dir` and pins apply (flags win), and a directory that cannot be read is an error.
+#[test]
+fn plugin_list_and_verify_follow_the_config() {
+    build_examples();
+    let dir = temp_dir("plugin-config");
+    let out = takt(&dir, &["init", "--dir", "."]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let plugins = common::profile_dir();
+
+    let out = takt(&dir, &["plugin", "list"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let first = stdout.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "plugin directory {} (plugin_dir of takt.toml)",
+            plugins.display()
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("examples 0.1.0"), "{stdout}");
+    let out = takt(&dir, &["plugin", "list", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["dir"], plugins.display().to_string());
+    assert_eq!(doc["config"], "takt.toml");
+
+    // Pins of the config: the examples file is refused before it is loaded.
+    let examples = common::cdylib(&plugins, "takt-plugin-examples");
+    let name = examples.file_name().unwrap().to_str().unwrap().to_string();
+    let other = dir.join("other.toml");
+    std::fs::write(
+        &other,
+        format!(
+            "plugin_dir = {}\n[plugins]\npins = {{ {name:?} = \"{}\" }}\n",
+            toml_string(&plugins),
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    let out = takt(
+        &dir,
+        &["plugin", "list", "--config", "other.toml", "--json"],
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let refused = doc["refused"].as_array().unwrap();
+    assert!(
+        refused
+            .iter()
+            .any(|r| r["file"].as_str().unwrap().ends_with(&name)
+                && r["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("but the configuration pins 0000")),
+        "{doc:#}"
+    );
+    let file = examples.to_str().unwrap();
+    let stderr = fails(&dir, &["plugin", "verify", file, "--config", "other.toml"]);
+    assert!(
+        stderr.contains("but the configuration pins 0000"),
+        "{stderr}"
+    );
+    // A --pin flag wins over the file's pin.
+    let sha = {
+        use sha2::Digest;
+        let bytes = std::fs::read(&examples).unwrap();
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let pin = format!("{name}={sha}");
+    let out = takt(
+        &dir,
+        &[
+            "plugin",
+            "verify",
+            file,
+            "--config",
+            "other.toml",
+            "--pin",
+            &pin,
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+
+    // A plugin directory that is not there: exit 1, saying where the name came from.
+    std::fs::write(dir.join("takt.toml"), "plugin_dir = \"nowhere\"\n").unwrap();
+    let stderr = fails(&dir, &["plugin", "list"]);
+    assert!(
+        stderr.contains("cannot read the plugin directory")
+            && stderr.contains("nowhere (plugin_dir of takt.toml)"),
+        "{stderr}"
+    );
+    let empty = temp_dir("plugin-config-empty");
+    let stderr = fails(&empty, &["plugin", "list"]);
+    assert!(
+        stderr.contains("plugins (the default: there is no takt.toml here)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+/// `job add --at PAST --allow-past`: the fire is due at once and `takt run` handles it as a
+/// late fire per the job's misfire policy — recorded skipped (misfire) under `skip`, run now
+/// under `fire-once` — never dropped silently.
+#[test]
+fn an_allowed_past_at_is_handled_as_a_misfire() {
+    build_examples();
+    let dir = temp_dir("past-at");
+    std::fs::write(
+        dir.join("takt.toml"),
+        format!("plugin_dir = {}\n", toml_string(&common::profile_dir())),
+    )
+    .unwrap();
+    let past = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_hours(1))
+        .unwrap()
+        .round(jiff::Unit::Second)
+        .unwrap();
+    let at = past.to_string();
+    let out = takt(&dir, &["db", "migrate", "--db", "takt.db"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    for (name, misfire) in [("late-skip", "skip"), ("late-once", "fire-once")] {
+        let out = takt(
+            &dir,
+            &[
+                "job",
+                "add",
+                "--name",
+                name,
+                "--handler",
+                "examples::hello",
+                "--params",
+                r#"{"name": "late"}"#,
+                "--at",
+                &at,
+                "--allow-past",
+                "--misfire",
+                misfire,
+                "--db",
+                "takt.db",
+            ],
+        );
+        assert!(out.status.success(), "{:?}", text(&out));
+    }
+    let out = takt(&dir, &["run", "--for", "3s"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+
+    let store = SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let runs_of = |name: &str| {
+        let job = block_on(store.job_get_by_name(&JobName::new(name).unwrap()))
+            .unwrap()
+            .unwrap();
+        let runs = block_on(store.run_list(&RunFilter {
+            job: job.id,
+            state: None,
+            limit: 10,
+        }))
+        .unwrap();
+        (job, runs)
+    };
+    let (job, runs) = runs_of("late-skip");
+    assert_eq!(runs.len(), 1, "{runs:#?}\n{stdout}");
+    assert_eq!(runs[0].state, RunState::Skipped, "{runs:#?}");
+    assert_eq!(
+        runs[0].skip_reason.map(|r| r.name()),
+        Some("misfire"),
+        "{runs:#?}"
+    );
+    assert_eq!(runs[0].fire_time, past);
+    assert_eq!(job.next_fire, None, "a one-shot job is done");
+    let (job, runs) = runs_of("late-once");
+    assert_eq!(runs.len(), 1, "{runs:#?}\n{stdout}");
+    assert_eq!(runs[0].state, RunState::Succeeded, "{runs:#?}");
+    assert_eq!(runs[0].fire_time, past);
+    assert_eq!(job.next_fire, None);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -236,3 +236,36 @@ fn version_names_the_bundled_tzdb() {
     assert!(v.starts_with("takt "), "{v}");
     assert!(v.contains("(tzdb 20"), "{v}");
 }
+
+#[test]
+fn an_interval_is_named_once() {
+    let out = ok(&["schedule", "next", "--every", "5m", "-n", "1"]);
+    let head = out.lines().next().unwrap();
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        ["schedule", "every", "5m"],
+        "{out}"
+    );
+    assert!(!out.contains("every every"), "{out}");
+    let out = ok(&[
+        "schedule",
+        "next",
+        "--every",
+        "90s",
+        "--anchor",
+        "2026-01-01T00:00:10Z",
+        "-n",
+        "1",
+    ]);
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .ends_with("every 1m30s from 2026-01-01T00:00:10Z"),
+        "{out}"
+    );
+    assert!(!out.contains("every every"), "{out}");
+    let v = json(&["schedule", "next", "--every", "5m", "-n", "1"]);
+    assert_eq!(v["rule"], "every");
+    assert_eq!(v["spec"], "5m");
+}

@@ -305,3 +305,54 @@ async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
         );
     }
 }
+
+/// An operator's second Ctrl-C: `shutdown(Duration::ZERO)` while a long drain is under way
+/// cancels the running run at once — recorded cancelled, reason shutdown — and the first
+/// call returns as soon as the stop is complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_shutdown_cuts_the_drain_short() {
+    let plugin = static_plugin!(|| Plugin::new("sleepy").handler(
+        "nap",
+        "sleeps politely for two minutes",
+        |ctx: &JobContext, (): ()| -> Result<(), JobError> { ctx.sleep(Duration::from_secs(120)) },
+    ))
+    .expect("a valid static plugin");
+    let store = MemoryStore::default();
+    let host = HostBuilder::new(store.clone())
+        .static_plugin(plugin)
+        .node("n")
+        .start()
+        .await
+        .expect("the host starts");
+    let mut events = host.subscribe();
+    let job = host
+        .add_job(JobDef::new("nap", "sleepy::nap").unwrap())
+        .await
+        .unwrap();
+    host.trigger(job.id.unwrap()).await.unwrap();
+    let run = loop {
+        let e = tokio::time::timeout(WAIT, events.recv())
+            .await
+            .expect("the run starts in time")
+            .expect("events open");
+        if let SchedulerEvent::Started { run, .. } = e {
+            break run;
+        }
+    };
+    let first = {
+        let handle = (*host).clone();
+        tokio::spawn(async move { handle.shutdown(Duration::from_secs(600)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!first.is_finished(), "the first shutdown drains");
+    let t0 = std::time::Instant::now();
+    host.shutdown(Duration::ZERO).await;
+    tokio::time::timeout(WAIT, first)
+        .await
+        .expect("the drain was cut short")
+        .expect("the first shutdown returns");
+    assert!(t0.elapsed() < WAIT);
+    let r = store.run_get(run).await.unwrap().unwrap();
+    assert_eq!(r.state, RunState::Cancelled, "{r:?}");
+    assert_eq!(r.error.as_deref(), Some("cancelled (shutdown)"));
+}

@@ -21,16 +21,19 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::mssql::{Client, admin, exec as run_sql};
+use common::mssql::{Client, admin, exec as run_sql, rows};
 use takt_core::Timestamp;
 use takt_core::job::JobId;
 use takt_core::node::{InstanceId, NodeInfo, Registered, Registration};
 use takt_core::run::NodeId;
 use takt_core::store::conformance::{self, seed_every_minute_jobs};
-use takt_core::store::{ClaimParams, Store, StoreErrorKind};
+use takt_core::store::{ClaimParams, Store, StoreError, StoreErrorKind};
+use takt_host::store::conformance::{MigrationTarget, run_migration_checks};
 use takt_host::store::mssql::parse_connection_string;
-use takt_host::store::mssql_latest_version;
 use takt_host::store::{AnyStore, Database, MssqlOptions, MssqlStore};
+use takt_host::store::{
+    AppliedMigration, MSSQL_MIGRATIONS, Migration, MigrationObserver, mssql_latest_version,
+};
 
 /// The check skipped on the emulator, and why (see the module docs).
 const NEEDS_A_REAL_SERVER: &str = "concurrent_claimers_never_share_a_fire";
@@ -233,40 +236,102 @@ fn four_pools_racing_claim_each_fire_once() {
     });
 }
 
-/// Nodes starting together migrate an empty database once; migrating again is a no-op; a
-/// schema from a newer takt is refused and left alone.
+/// The migration checks every backend runs, each in a fresh database (on the emulator, the
+/// one database emptied).
+struct MssqlTarget<'a> {
+    dbs: &'a Dbs,
+    db: String,
+}
+
+impl MigrationTarget for MssqlTarget<'_> {
+    type Store = MssqlStore;
+
+    fn shown(&self) -> String {
+        self.db.clone()
+    }
+
+    fn migrations(&self) -> &'static [Migration] {
+        MSSQL_MIGRATIONS
+    }
+
+    async fn open(
+        &self,
+        migrate: bool,
+        observer: Option<MigrationObserver>,
+    ) -> Result<MssqlStore, StoreError> {
+        let mut options = self.dbs.options(&self.db);
+        options.pool.migrate = migrate;
+        options.pool.on_migration = observer;
+        MssqlStore::connect(&options).await
+    }
+
+    async fn migrate(&self, store: &MssqlStore) -> Result<Vec<AppliedMigration>, StoreError> {
+        store.migrate().await
+    }
+
+    async fn recorded(&self) -> Option<Vec<u32>> {
+        let table = self.dbs.table(&self.db, "schema_migrations").await;
+        let mut c = admin(&self.dbs.url).await;
+        let found = rows(
+            &mut c,
+            &format!("SELECT CASE WHEN OBJECT_ID(N'{table}', N'U') IS NULL THEN 0 ELSE 1 END"),
+        )
+        .await;
+        if found.first()?.get::<i32, _>(0)? == 0 {
+            return None;
+        }
+        let versions = rows(
+            &mut c,
+            &format!("SELECT version FROM {table} ORDER BY version"),
+        )
+        .await;
+        Some(
+            versions
+                .iter()
+                .map(|r| {
+                    let v: i32 = r.get(0).expect("a version");
+                    u32::try_from(v).expect("a version")
+                })
+                .collect(),
+        )
+    }
+
+    async fn record_newer(&self, version: u32) {
+        let table = self.dbs.table(&self.db, "schema_migrations").await;
+        run_sql(
+            &mut admin(&self.dbs.url).await,
+            &format!("INSERT INTO {table} (version, name) VALUES ({version}, N'future')"),
+        )
+        .await;
+    }
+}
+
+/// The migration checks: nodes starting together migrate an empty database once, migrating
+/// again is a no-op, a schema from a newer takt is refused and left alone, a read-only open
+/// creates nothing.
 #[test]
-fn migrations_apply_once_and_refuse_a_newer_schema() {
+fn migration_checks_on_mssql() {
     let Some(url) = url() else { return };
     let _serial = serial();
     let rt = runtime();
     rt.block_on(async {
         let dbs = Dbs::new(&url);
+        let report = run_migration_checks(|| async {
+            MssqlTarget {
+                dbs: &dbs,
+                db: dbs.fresh().await,
+            }
+        })
+        .await;
+        eprintln!("mssql: {report}");
+        report.expect_skipped(&[]);
+        assert_eq!(report.passed.len(), 5, "every check ran");
         let db = dbs.fresh().await;
-        let opts = dbs.options(&db);
-        let a = MssqlStore::connect(&opts).await.expect("a");
-        let (b, c) = tokio::join!(MssqlStore::connect(&opts), MssqlStore::connect(&opts));
-        let (_b, _c) = (b.expect("b"), c.expect("c"));
+        let store = dbs.open(&db).await;
         assert_eq!(
-            a.schema_version().await.expect("version"),
+            store.schema_version().await.expect("version"),
             mssql_latest_version()
         );
-        assert!(a.migrate().await.expect("migrate again").is_empty());
-        assert!(a.migrate().await.expect("and again").is_empty());
-
-        let mut admin = admin(&url).await;
-        run_sql(
-            &mut admin,
-            &format!(
-                "INSERT INTO {} (version, name) VALUES (999, N'future')",
-                dbs.table(&db, "schema_migrations").await
-            ),
-        )
-        .await;
-        let err = MssqlStore::connect(&opts).await.expect_err("newer schema");
-        let msg = err.to_string();
-        assert!(msg.contains("schema version 999"), "{msg}");
-        assert!(msg.contains("left it untouched"), "{msg}");
         dbs.drop_all().await;
     });
 }
@@ -351,7 +416,7 @@ fn bad_connection_strings_and_unreachable_servers_are_reported() {
             "Server=127.0.0.1,1;Database=mes;User Id=takt;Password=s3cret;\
              TrustServerCertificate=True",
         );
-        opts.connect_timeout = Duration::from_millis(300);
+        opts.pool.connect_timeout = Duration::from_millis(300);
         let err = MssqlStore::connect(&opts).await.expect_err("unreachable");
         assert_eq!(err.kind(), StoreErrorKind::Transient, "{err}");
         let msg = err.to_string();
@@ -387,7 +452,7 @@ fn a_refused_login_is_reported() {
             .collect::<Vec<_>>()
             .join(";");
         let mut opts = MssqlOptions::new(&bad);
-        opts.connect_timeout = Duration::from_secs(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
         match MssqlStore::connect(&opts).await {
             Err(e) => {
                 let msg = e.to_string();
@@ -438,7 +503,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
         let jobs = 10;
         let fires = seed_every_minute_jobs(&direct, jobs).await;
         let mut opts = MssqlOptions::new(&via).with_database(&db).with_pool_size(2);
-        opts.connect_timeout = Duration::from_secs(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
         let flaky = MssqlStore::connect(&opts)
             .await
             .expect("connect through the proxy");

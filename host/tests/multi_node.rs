@@ -140,22 +140,23 @@ fn three_nodes_one_killed_one_skewed_never_run_a_fire_twice() {
 
     // Kill b with SIGKILL while it holds runs.
     std::thread::sleep(Duration::from_secs(15));
+    // The ids are read by the same query that finds them running: a run seen by a count may
+    // have ended before a second query lists it.
+    let mut held: Vec<i64> = Vec::new();
     wait_for(
         "node b to hold a running run",
         Duration::from_secs(20),
         || {
-            db.count(&format!(
-                "SELECT COUNT(*) FROM {schema}.runs WHERE node_id = 'node-b' AND state = 'running'"
-            )) > 0
+            held = db
+                .rows(&format!(
+                    "SELECT id FROM {schema}.runs WHERE node_id = 'node-b' AND state = 'running'"
+                ))
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            !held.is_empty()
         },
     );
-    let held: Vec<i64> = db
-        .rows(&format!(
-            "SELECT id FROM {schema}.runs WHERE node_id = 'node-b' AND state = 'running'"
-        ))
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
     b.kill().expect("SIGKILL node b");
     let killed_at = Instant::now();
     b.wait().expect("reap b");

@@ -19,10 +19,14 @@ use takt_core::job::JobId;
 use takt_core::run::NodeId;
 use takt_core::run::RunState;
 use takt_core::store::conformance::{self, seed_every_minute_jobs};
-use takt_core::store::{ClaimParams, Store, StoreErrorKind};
+use takt_core::store::{ClaimParams, Store, StoreError, StoreErrorKind};
 use takt_host::embed::HostBuilder;
 use takt_host::scheduler::{SchedulerConfig, SchedulerEvent};
-use takt_host::store::{PgOptions, PgStore, pg_latest_version};
+use takt_host::store::conformance::{MigrationTarget, run_migration_checks};
+use takt_host::store::{
+    AppliedMigration, Migration, MigrationObserver, PG_MIGRATIONS, PgOptions, PgStore,
+    pg_latest_version,
+};
 use takt_plugin_api::sdk::{JobContext, Plugin};
 use takt_plugin_api::static_plugin;
 
@@ -154,42 +158,125 @@ fn four_pools_racing_claim_each_fire_once() {
     });
 }
 
-/// Nodes starting together against an empty schema migrate it once; a second migrate is a
-/// no-op; a schema from a newer takt is refused and left alone.
-#[test]
-fn migrations_apply_once_and_refuse_a_newer_schema() {
-    let Some(url) = url() else { return };
-    let rt = runtime();
-    rt.block_on(async {
-        let schemas = Schemas::new(&url);
-        let schema = schemas.fresh();
-        let opts = PgOptions::new(&url).with_schema(&schema);
-        let (a, b, c) = tokio::join!(
-            PgStore::connect(&opts),
-            PgStore::connect(&opts),
-            PgStore::connect(&opts)
-        );
-        let (a, _b, _c) = (a.expect("a"), b.expect("b"), c.expect("c"));
-        assert_eq!(
-            a.schema_version().await.expect("version"),
-            pg_latest_version()
-        );
-        assert!(a.migrate().await.expect("migrate again").is_empty());
+/// The migration checks every backend runs, each in a fresh schema.
+struct PgTarget {
+    url: String,
+    schema: String,
+}
 
-        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+impl PgTarget {
+    async fn client(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
             .await
             .expect("connect");
         tokio::spawn(conn);
         client
+    }
+}
+
+impl MigrationTarget for PgTarget {
+    type Store = PgStore;
+
+    fn shown(&self) -> String {
+        format!("(schema {})", self.schema)
+    }
+
+    fn migrations(&self) -> &'static [Migration] {
+        PG_MIGRATIONS
+    }
+
+    async fn open(
+        &self,
+        migrate: bool,
+        observer: Option<MigrationObserver>,
+    ) -> Result<PgStore, StoreError> {
+        let mut options = PgOptions::new(&self.url).with_schema(&self.schema);
+        options.pool.migrate = migrate;
+        options.pool.on_migration = observer;
+        PgStore::connect(&options).await
+    }
+
+    async fn migrate(&self, store: &PgStore) -> Result<Vec<AppliedMigration>, StoreError> {
+        store.migrate().await
+    }
+
+    async fn recorded(&self) -> Option<Vec<u32>> {
+        let client = self.client().await;
+        let table = format!("{}.schema_migrations", self.schema);
+        let exists = client
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+            .await
+            .expect("look for the table");
+        if !exists.get::<_, bool>(0) {
+            return None;
+        }
+        let rows = client
+            .query(
+                &format!("SELECT version FROM {table} ORDER BY version"),
+                &[],
+            )
+            .await
+            .expect("read the versions");
+        Some(
+            rows.iter()
+                .map(|r| u32::try_from(r.get::<_, i32>(0)).expect("a version"))
+                .collect(),
+        )
+    }
+
+    async fn record_newer(&self, version: u32) {
+        self.client()
+            .await
             .batch_execute(&format!(
-                "INSERT INTO {schema}.schema_migrations (version, name) VALUES (999, 'future')"
+                "INSERT INTO {}.schema_migrations (version, name) VALUES ({version}, 'future')",
+                self.schema
             ))
             .await
-            .expect("fake a newer schema");
-        let err = PgStore::connect(&opts).await.expect_err("newer schema");
-        let msg = err.to_string();
-        assert!(msg.contains("schema version 999"), "{msg}");
-        assert!(msg.contains("left it untouched"), "{msg}");
+            .expect("pretend a newer takt migrated");
+    }
+}
+
+/// The migration checks (nodes starting together migrate an empty schema once, a second
+/// migrate is a no-op, a schema from a newer takt is refused and left alone, …); a read-only
+/// open of a missing schema does not create it either.
+#[test]
+fn migration_checks_on_postgres() {
+    let Some(url) = url() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let report = run_migration_checks(|| async {
+            PgTarget {
+                url: url.clone(),
+                schema: schemas.fresh(),
+            }
+        })
+        .await;
+        eprintln!("postgres: {report}");
+        report.expect_skipped(&[]);
+        assert_eq!(report.passed.len(), 5, "every check ran");
+
+        let target = PgTarget {
+            url: url.clone(),
+            schema: schemas.fresh(),
+        };
+        assert!(target.open(false, None).await.is_err());
+        let created = target
+            .client()
+            .await
+            .query_one(
+                "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+                &[&target.schema],
+            )
+            .await
+            .expect("look for the schema")
+            .get::<_, i64>(0);
+        assert_eq!(created, 0, "a read-only open created the schema");
+        let store = target.open(true, None).await.expect("migrate");
+        assert_eq!(
+            store.schema_version().await.expect("version"),
+            pg_latest_version()
+        );
         schemas.drop_all().await;
     });
 }
@@ -216,7 +303,7 @@ fn bad_connection_strings_and_unreachable_servers_are_reported() {
 
         // Nothing listens on port 1: refused at once, retried, then reported as transient.
         let mut opts = PgOptions::new("postgres://u@127.0.0.1:1/db");
-        opts.connect_timeout = Duration::from_millis(300);
+        opts.pool.connect_timeout = Duration::from_millis(300);
         let err = PgStore::connect(&opts).await.expect_err("unreachable");
         assert_eq!(err.kind(), StoreErrorKind::Transient, "{err}");
         assert!(
@@ -312,7 +399,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
         let jobs = 80;
         let fires = seed_every_minute_jobs(&direct, jobs).await;
         let mut opts = PgOptions::new(&via).with_schema(&schema).with_pool_size(2);
-        opts.connect_timeout = Duration::from_secs(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
         let flaky = PgStore::connect(&opts)
             .await
             .expect("connect through the proxy");

@@ -21,7 +21,7 @@ use tokio_postgres::NoTls;
 /// The tests' connections: one per test, named after it, each with its own schema first on
 /// the search path and an application name to find it by in pg_stat_activity. A static
 /// plugin is built once per process, so it holds all of them.
-const TAGS: [&str; 4] = ["typed", "funcs", "errors", "timeout"];
+const TAGS: [&str; 5] = ["typed", "funcs", "errors", "timeout", "declared"];
 
 fn schema_of(tag: &str) -> String {
     format!("takt_sqlproc_{tag}_{}", std::process::id())
@@ -378,7 +378,7 @@ async fn postgres_errors_and_refusals_are_precise() {
     let error = run.error.unwrap();
     assert!(
         error.contains(
-            "connection \"mes\" is not configured; this host has: errors, funcs, timeout, typed"
+            "connection \"mes\" is not configured; this host has: declared, errors, funcs, timeout, typed"
         ),
         "{error}"
     );
@@ -428,16 +428,166 @@ async fn a_postgres_call_past_its_timeout_is_cancelled_on_the_server() {
         error.contains("the server cancelled the statement"),
         "{error}\n{log:?}"
     );
-    // Nothing of the call is left running on the server.
-    let active: i64 = f
-        .db
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'",
-            &[&f.app],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    // Nothing of the call is left running on the server: the 60 s sleep would stay active for
+    // a minute, while the closing connection's last messages (its statement's Close) may keep
+    // the backend busy for a moment on a loaded server.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let active = loop {
+        let active: i64 = f
+            .db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'",
+                &[&f.app],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if active == 0 || Instant::now() > deadline {
+            break active;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(active, 0, "the sleep still runs on the server");
+    f.stop().await;
+}
+
+/// Values are bound as the routine's declared types (a plain `3` reaches an `integer`, an
+/// enum or a domain); an overloaded name is resolved by the argument names given, then by the
+/// explicit types; every mismatch says which version wants what.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_binds_the_declared_types_and_resolves_overloads() {
+    let Some(url) = common::backend_url("postgres", "TAKT_TEST_PG_URL") else {
+        return;
+    };
+    let f = Fixture::start(&url, "declared").await;
+    f.db.batch_execute(&format!(
+        "SET search_path = {};
+         CREATE TABLE lines (line integer, shift smallint);
+         CREATE PROCEDURE open_line(line integer, shift smallint, INOUT opened integer DEFAULT NULL)
+           LANGUAGE plpgsql AS $$ BEGIN INSERT INTO lines VALUES (line, shift); opened := line * 10; END $$;
+         CREATE PROCEDURE out_only(a integer, OUT b integer)
+           LANGUAGE plpgsql AS $$ BEGIN b := a + 1; END $$;
+         CREATE TYPE shift_kind AS ENUM ('early', 'late');
+         CREATE DOMAIN line_no AS integer CHECK (VALUE > 0);
+         CREATE FUNCTION describe_shift(kind shift_kind, line line_no) RETURNS text
+           LANGUAGE sql AS $$ SELECT kind::text || ' on ' || line::text $$;
+         CREATE FUNCTION pick(a integer) RETURNS text LANGUAGE sql AS $$ SELECT 'integer' $$;
+         CREATE FUNCTION pick(a text) RETURNS text LANGUAGE sql AS $$ SELECT 'text' $$;
+         CREATE FUNCTION pick(a integer, b integer) RETURNS text LANGUAGE sql AS $$ SELECT 'two' $$;
+         CREATE FUNCTION with_default(a integer, b integer DEFAULT 5) RETURNS integer
+           LANGUAGE sql AS $$ SELECT a + b $$;",
+        f.schema
+    ))
+    .await
+    .expect("routines");
+    let call = |procedure: &str, params: Json| json!({"connection": "declared", "procedure": procedure, "params": params});
+    let ok = |run: &Run| {
+        assert_eq!(run.state, RunState::Succeeded, "{:?}", run.error);
+        result(run)
+    };
+    let err = |run: &Run| {
+        assert_eq!(run.state, RunState::Failed, "{run:?}");
+        run.error.clone().unwrap()
+    };
+
+    // Plain JSON integers (bigint in the job's vocabulary) into integer and smallint.
+    let (run, _) = f
+        .run(call("open_line", json!({"line": 3, "shift": 2})), None)
+        .await;
+    assert_eq!(ok(&run)["output"]["opened"], 30);
+    let row =
+        f.db.query_one(&format!("SELECT line, shift FROM {}.lines", f.schema), &[])
+            .await
+            .unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i16>(1)), (3, 2));
+    let (run, _) = f.run(call("add_up", json!({"a": 2, "b": 40})), None).await;
+    assert_eq!(ok(&run)["returnValue"], 42);
+    // An enum and a domain take the text of the value.
+    let (run, _) = f
+        .run(
+            call("describe_shift", json!({"kind": "late", "line": 4})),
+            None,
+        )
+        .await;
+    assert_eq!(ok(&run)["returnValue"], "late on 4");
+    let (run, _) = f
+        .run(
+            call("describe_shift", json!({"kind": "night", "line": 4})),
+            None,
+        )
+        .await;
+    let e = err(&run);
+    assert!(e.contains("22P02") && e.contains("shift_kind"), "{e}");
+    // A default may be left out; a required argument may not.
+    let (run, _) = f.run(call("with_default", json!({"a": 1})), None).await;
+    assert_eq!(ok(&run)["returnValue"], 6);
+    let (run, _) = f.run(call("add_up", json!({"a": 1})), None).await;
+    let e = err(&run);
+    assert!(
+        e.contains(&format!(
+            "{}.add_up(a integer, b integer) needs parameter b (integer)",
+            f.schema
+        )),
+        "{e}"
+    );
+    // A procedure's OUT argument must be passed (CALL takes it); the message says how.
+    let (run, _) = f.run(call("out_only", json!({"a": 1})), None).await;
+    let e = err(&run);
+    assert!(
+        e.contains(
+            "needs parameter b (OUT): add it with {\"type\": \"integer\", \"output\": true}"
+        ),
+        "{e}"
+    );
+    let (run, _) = f
+        .run(
+            call(
+                "out_only",
+                json!({"a": 1, "b": {"type": "int", "output": true}}),
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(ok(&run)["output"]["b"], 2);
+    // A function's result column is not a parameter.
+    let (run, _) = f
+        .run(call("shift_rows", json!({"n": 1, "label": "x"})), None)
+        .await;
+    let e = err(&run);
+    assert!(e.contains("returns label as a column of its result"), "{e}");
+
+    // Overloads: the names decide; then an explicit type; else the versions are listed.
+    let (run, _) = f.run(call("pick", json!({"a": 1, "b": 2})), None).await;
+    assert_eq!(ok(&run)["returnValue"], "two");
+    let (run, _) = f.run(call("pick", json!({"a": 1})), None).await;
+    let e = err(&run);
+    assert!(
+        e.contains("pick is overloaded and 2 versions take the parameters a: ")
+            && e.contains(&format!("{}.pick(a integer)", f.schema))
+            && e.contains(&format!("{}.pick(a text)", f.schema))
+            && e.contains("give each parameter its \"type\""),
+        "{e}"
+    );
+    let (run, _) = f
+        .run(
+            call("pick", json!({"a": {"type": "int", "value": 1}})),
+            None,
+        )
+        .await;
+    assert_eq!(ok(&run)["returnValue"], "integer");
+    let (run, _) = f
+        .run(
+            call("pick", json!({"a": {"type": "nvarchar", "value": "1"}})),
+            None,
+        )
+        .await;
+    assert_eq!(ok(&run)["returnValue"], "text");
+    let (run, _) = f.run(call("pick", json!({"c": 1})), None).await;
+    let e = err(&run);
+    assert!(
+        e.contains("no version of pick takes the parameters c: ")
+            && e.contains(&format!("{}.pick(a integer) has no parameter c", f.schema)),
+        "{e}"
+    );
     f.stop().await;
 }

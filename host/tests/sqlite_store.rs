@@ -18,8 +18,10 @@ use takt_core::store::conformance::{self, block_on};
 use takt_core::store::{
     ClaimParams, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
 };
+use takt_host::store::conformance::{MigrationTarget, run_migration_checks};
 use takt_host::store::{
-    MigrationEvent, MigrationObserver, SqliteOptions, SqliteStore, latest_version, migrate,
+    AppliedMigration, MIGRATIONS, Migration, MigrationEvent, MigrationObserver, SqliteOptions,
+    SqliteStore, latest_version, migrate,
 };
 
 /// A directory under the system temp dir, removed on drop.
@@ -81,6 +83,108 @@ fn conformance_in_memory() {
     }));
     eprintln!("sqlite (memory): {report}");
     report.expect_skipped(&[]);
+}
+
+/// The migration checks every backend runs, on fresh files of one directory.
+struct SqliteTarget {
+    path: PathBuf,
+}
+
+impl MigrationTarget for SqliteTarget {
+    type Store = SqliteStore;
+
+    fn shown(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn migrations(&self) -> &'static [Migration] {
+        MIGRATIONS
+    }
+
+    async fn open(
+        &self,
+        migrate: bool,
+        observer: Option<MigrationObserver>,
+    ) -> Result<SqliteStore, StoreError> {
+        let mut options = SqliteOptions::default();
+        options.migrate = migrate;
+        options.on_migration = observer;
+        SqliteStore::open(&self.path, &options)
+    }
+
+    async fn migrate(&self, store: &SqliteStore) -> Result<Vec<AppliedMigration>, StoreError> {
+        store.migrate()
+    }
+
+    async fn recorded(&self) -> Option<Vec<u32>> {
+        if !self.path.exists() {
+            return None;
+        }
+        let conn = rusqlite::Connection::open_with_flags(
+            &self.path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("raw open");
+        let mut stmt = conn
+            .prepare("SELECT version FROM schema_migrations ORDER BY version")
+            .ok()?;
+        let versions = stmt
+            .query_map([], |r| r.get(0))
+            .expect("read the versions")
+            .collect::<Result<Vec<u32>, _>>()
+            .expect("read the versions");
+        Some(versions)
+    }
+
+    async fn record_newer(&self, version: u32) {
+        rusqlite::Connection::open(&self.path)
+            .expect("raw open")
+            .execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, 'future', 0)",
+                [version],
+            )
+            .expect("pretend a newer takt migrated");
+    }
+}
+
+#[test]
+fn migration_checks_on_files() {
+    let dir = TempDir::new("migration-checks");
+    let n = AtomicUsize::new(0);
+    let report = block_on(run_migration_checks(|| {
+        let path = dir.file(&format!("check-{}.db", n.fetch_add(1, Ordering::Relaxed)));
+        async move { SqliteTarget { path } }
+    }));
+    eprintln!("sqlite: {report}");
+    report.expect_skipped(&[]);
+    assert_eq!(report.passed.len(), 5, "every check ran");
+}
+
+/// Four hosts starting at once on a new file, on real threads (the migration checks poll
+/// SQLite's synchronous opens in turn): every open succeeds and each migration is recorded
+/// once, because each migration re-reads the version once it holds the write lock.
+#[test]
+fn hosts_starting_together_on_threads_migrate_a_new_file_once() {
+    let dir = TempDir::new("migrate-threads");
+    let path = dir.file("takt.db");
+    let start = Arc::new(std::sync::Barrier::new(4));
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let (path, start) = (path.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                SqliteStore::open(&path, &SqliteOptions::default())
+            })
+        })
+        .collect();
+    for open in opens {
+        open.join().expect("thread").expect("every host opens");
+    }
+    let target = SqliteTarget { path };
+    assert_eq!(
+        block_on(target.recorded()),
+        Some(MIGRATIONS.iter().map(|m| m.version).collect())
+    );
 }
 
 /// Two processes' worth of connections on one file, on real threads: `BEGIN IMMEDIATE` and
@@ -192,7 +296,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
     let path = dir.file("takt.db");
     {
         let conn = rusqlite::Connection::open(&path).expect("raw open");
-        conn.execute_batch(takt_host::store::MIGRATIONS[0].sql)
+        conn.execute_batch(MIGRATIONS[0].sql)
             .expect("0001 by hand, as a DBA would");
         conn.execute_batch(
             "INSERT INTO jobs (name, handler_type, updated_at) VALUES ('old', 'a::b', 0); \
@@ -210,7 +314,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
     assert_eq!(store.schema_version().expect("version"), latest_version());
     let events = events.lock().expect("events").clone();
     // Every migration after 0001, in order: its start, perhaps progress, its end.
-    let mut expected = takt_host::store::MIGRATIONS[1..].iter();
+    let mut expected = MIGRATIONS[1..].iter();
     let mut current = None;
     for e in &events {
         match e {

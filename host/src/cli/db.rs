@@ -81,10 +81,10 @@ pub(super) fn run(cmd: DbCmd) -> Result<()> {
             let database = db.database()?;
             let applied = block_on(migrate(&database))??;
             if applied.0.is_empty() {
-                println!("{database}: up to date (version {})", applied.1);
+                outln!("{database}: up to date (version {})", applied.1)?;
             }
             for m in applied.0 {
-                println!("{database}: applied migration {:04} {}", m.version, m.name);
+                outln!("{database}: applied migration {:04} {}", m.version, m.name)?;
             }
             Ok(())
         }
@@ -118,6 +118,35 @@ async fn migrate(
     Ok((applied, version))
 }
 
+/// A migration observer for `takt run`: its progress as log events (`info`), so that a
+/// service log — text or JSON — has it in its own format.
+pub(super) fn progress_log() -> MigrationObserver {
+    let next_line = AtomicU64::new(5);
+    MigrationObserver::new(move |event| match event {
+        MigrationEvent::Started(m) => {
+            next_line.store(5, Ordering::Relaxed);
+            tracing::info!("applying migration {:04}_{}", m.version, m.name);
+        }
+        MigrationEvent::Working(m, elapsed) => {
+            if elapsed.as_secs() >= next_line.load(Ordering::Relaxed) {
+                next_line.store(elapsed.as_secs() + 5, Ordering::Relaxed);
+                tracing::info!(
+                    "migration {:04}_{} still running after {} s",
+                    m.version,
+                    m.name,
+                    elapsed.as_secs()
+                );
+            }
+        }
+        MigrationEvent::Finished(m, elapsed) => tracing::info!(
+            "applied migration {:04}_{} in {:.1} s",
+            m.version,
+            m.name,
+            elapsed.as_secs_f64()
+        ),
+    })
+}
+
 /// A migration observer that shows progress on stderr: a line when a migration starts,
 /// the elapsed time while it runs (rewritten in place on a terminal, a line every few seconds
 /// otherwise, so logs of a service stay readable), and the time it took.
@@ -127,19 +156,19 @@ pub(super) fn progress_observer() -> MigrationObserver {
     MigrationObserver::new(move |event| match event {
         MigrationEvent::Started(m) => {
             next_line.store(5, Ordering::Relaxed);
-            eprintln!("applying migration {:04}_{} …", m.version, m.name);
+            errln!("applying migration {:04}_{} …", m.version, m.name);
         }
         MigrationEvent::Working(m, elapsed) => {
             if tty {
-                eprint!(
+                super::out::write_err(format_args!(
                     "\r  migration {:04}_{} running for {:.1} s",
                     m.version,
                     m.name,
                     elapsed.as_secs_f64()
-                );
+                ));
             } else if elapsed.as_secs() >= next_line.load(Ordering::Relaxed) {
                 next_line.store(elapsed.as_secs() + 5, Ordering::Relaxed);
-                eprintln!(
+                errln!(
                     "  migration {:04}_{} still running after {} s",
                     m.version,
                     m.name,
@@ -149,9 +178,9 @@ pub(super) fn progress_observer() -> MigrationObserver {
         }
         MigrationEvent::Finished(m, elapsed) => {
             if tty {
-                eprint!("\r\x1b[K");
+                super::out::write_err(format_args!("\r\x1b[K"));
             }
-            eprintln!(
+            errln!(
                 "applied migration {:04}_{} in {:.1} s",
                 m.version,
                 m.name,

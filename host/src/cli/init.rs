@@ -39,11 +39,11 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
     let config = Config::parse(&text, &file, |_| None)
         .map_err(|e| anyhow::anyhow!("internal error: the generated config is invalid: {e}"))?;
     std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
-    println!("wrote {}", file.display());
-    println!(
+    outln!("wrote {}", file.display())?;
+    outln!(
         "created {} (files the clean-expired-tokens job looks at)",
         tokens.display()
-    );
+    )?;
     let version = super::db::block_on(async {
         let store = config
             .database
@@ -51,24 +51,26 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
             .await?;
         store.schema_version().await
     })??;
-    println!(
+    outln!(
         "created the database {} (schema version {version})",
         config.database
-    );
+    )?;
     if !has_examples(&plugin_dir) {
-        println!(
+        outln!(
             "note: the examples plugin is not in {} yet; build it with `cargo build`",
             plugin_dir.display()
-        );
+        )?;
     }
     let here = std::env::current_dir().ok();
     if here.as_deref() == Some(dir.as_path()) {
-        println!("next: takt run        (Ctrl-C stops; `takt run --for 30s` stops by itself)");
+        outln!(
+            "next: takt run        (Ctrl-C or SIGTERM stops; `takt run --for 30s` stops by itself)"
+        )?;
     } else {
-        println!(
-            "next: takt run --config {}        (Ctrl-C stops)",
+        outln!(
+            "next: takt run --config {}        (Ctrl-C or SIGTERM stops)",
             file.display()
-        );
+        )?;
     }
     Ok(())
 }
@@ -99,8 +101,22 @@ fn quoted(p: &Path) -> String {
 fn template(plugin_dir: &Path, tokens: &Path) -> String {
     format!(
         r#"# takt.toml: the configuration of `takt run` (written by `takt init`).
-# Relative paths are relative to this file's directory. The environment overrides some keys:
-# TAKT_DB, TAKT_PLUGIN_DIR, TAKT_NODE_ID, TAKT_CAPACITY, TAKT_TZ.
+# Relative paths are relative to this file's directory (in variables: to the working directory).
+#
+# Environment variables win over this file (a service sets them in its unit or environment):
+#   TAKT_DB                     database (also the default of --db for the other commands)
+#   TAKT_PG_SCHEMA              [postgres] schema
+#   TAKT_PLUGIN_DIR             plugin_dir
+#   TAKT_NODE_ID                node_id
+#   TAKT_NODE_TAGS              tags, comma-separated
+#   TAKT_CAPACITY               capacity
+#   TAKT_TZ                     timezone
+#   TAKT_LOG_FORMAT             log_format (text or json)
+#   TAKT_EXE_ALLOWLIST          [exe] allowlist, separated like PATH
+#   TAKT_SQL_CONNECTION_<NAME>  [sql.connections] <name> (upper case, - and . as _)
+# and, not a key here, the level of the logs on stderr:
+#   TAKT_LOG (else RUST_LOG)    e.g. warn, info, debug, or takt_host=debug,warn (default: info
+#                               for takt, warn for the libraries it uses)
 
 # The SQLite database: jobs, every run and its log lines. Created (and migrated) at start.
 database = "takt.db"
@@ -123,9 +139,14 @@ capacity = 8
 # The time zone of job schedules that name none (an IANA name such as "Asia/Shanghai").
 timezone = "UTC"
 
-# On Ctrl-C, how long running runs may finish before they are cancelled (recorded as
-# cancelled, reason shutdown).
+# On SIGTERM (systemctl stop, docker stop), Ctrl-C or the end of --for: how long running runs
+# may finish before they are cancelled (recorded as cancelled, reason shutdown). A second
+# signal cancels them at once.
 grace = "10s"
+
+# How logs go to stderr: "text" (one readable line per event) or "json" (one object per line,
+# for log collectors). Run lines go to stdout either way.
+# log_format = "json"
 
 # Keep this many days of finished runs: declares the job "takt-retention" (handler
 # takt::retention, daily at 03:00 in the timezone above, run late once if the host was down
@@ -220,4 +241,57 @@ description = "seed 004: hourly from 06:00 to 22:00 on weekdays, Shanghai time"
         plugin_dir = quoted(plugin_dir),
         tokens = quoted(tokens),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::template;
+
+    /// Every `TAKT_*` variable the config reads, and every one the README's table documents,
+    /// is listed in the file `init` writes.
+    #[test]
+    fn the_template_lists_every_environment_override() {
+        let text = template(Path::new("/opt/takt/plugins"), Path::new("/tmp/tokens"));
+        let config = include_str!("../config.rs");
+        let readme = include_str!("../../../README.md");
+        let mut vars: Vec<String> = Vec::new();
+        for source in [config, readme] {
+            for (i, _) in source.match_indices("TAKT_") {
+                let name: String = source[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_' || *c == '<' || *c == '>')
+                    .collect();
+                let mut name = name.trim_end_matches('_').to_string();
+                // One variable per named connection: TAKT_SQL_CONNECTION_MES, …
+                if name.starts_with("TAKT_SQL_CONNECTION") {
+                    name = "TAKT_SQL_CONNECTION_<NAME>".to_string();
+                }
+                // Test-only variables are not configuration.
+                if !name.starts_with("TAKT_TEST") && name != "TAKT_" && !vars.contains(&name) {
+                    vars.push(name);
+                }
+            }
+        }
+        for must in [
+            "TAKT_DB",
+            "TAKT_LOG_FORMAT",
+            "TAKT_SQL_CONNECTION_<NAME>",
+            "TAKT_LOG",
+        ] {
+            assert!(
+                vars.iter().any(|v| v == must),
+                "{must} not found in {vars:?}"
+            );
+        }
+        for var in &vars {
+            assert!(
+                text.contains(&format!("#   {var} ")),
+                "{var} is not listed in the template:\n{}",
+                &text[..text.find("database =").unwrap_or(text.len())]
+            );
+        }
+        assert!(text.contains("RUST_LOG"));
+    }
 }

@@ -1,5 +1,6 @@
 //! `takt job add|list|show|update|enable|disable|trigger|remove`: job definitions in the
-//! SQLite store.
+//! store. Every subcommand takes `--json` and then prints one JSON document: the job (as
+//! `job show --json` does) after the change, or the list.
 
 use std::time::Duration;
 
@@ -9,9 +10,10 @@ use serde_json::{Value, json};
 use takt_core::Timestamp;
 use takt_core::job::{Isolation, JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy};
-use takt_core::schedule::{Rule, Schedule, format_duration, parse_duration};
+use takt_core::schedule::{Rule, Schedule, format_duration};
 use takt_core::store::{RunFilter, Store};
 
+use super::args;
 use super::db::{DbArg, block_on};
 use super::table::Table;
 use crate::plugins::parse_handler_type;
@@ -31,9 +33,8 @@ pub(super) enum JobCmd {
     List {
         #[command(flatten)]
         db: DbArg,
-        /// Print one JSON document instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: JsonArg,
     },
     /// Show every field of a job, its schedule in words and its next 5 fire times.
     Show {
@@ -41,11 +42,11 @@ pub(super) enum JobCmd {
         name: String,
         #[command(flatten)]
         db: DbArg,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: JsonArg,
     },
-    /// Change a job (only the options given). A changed schedule recomputes the next fire.
+    /// Change a job: only the options given change, the others keep their values. A changed
+    /// schedule recomputes the next fire.
     Update(UpdateArgs),
     /// Enable a job.
     Enable {
@@ -53,6 +54,8 @@ pub(super) enum JobCmd {
         name: String,
         #[command(flatten)]
         db: DbArg,
+        #[command(flatten)]
+        out: JsonArg,
     },
     /// Disable a job: it fires no more until enabled.
     Disable {
@@ -60,6 +63,8 @@ pub(super) enum JobCmd {
         name: String,
         #[command(flatten)]
         db: DbArg,
+        #[command(flatten)]
+        out: JsonArg,
     },
     /// Make a job due now: its next fire is set to the current second, so a running
     /// `takt run` on the same database claims it on its next poll.
@@ -68,6 +73,8 @@ pub(super) enum JobCmd {
         name: String,
         #[command(flatten)]
         db: DbArg,
+        #[command(flatten)]
+        out: JsonArg,
     },
     /// Remove a job with its runs and their logs (a job with runs needs --yes).
     Remove {
@@ -78,7 +85,18 @@ pub(super) enum JobCmd {
         /// Remove even when the job has recorded runs (they are deleted with it).
         #[arg(long)]
         yes: bool,
+        #[command(flatten)]
+        out: JsonArg,
     },
+}
+
+/// `--json`, the same on every job subcommand.
+#[derive(Debug, Args)]
+pub(super) struct JsonArg {
+    /// Print one JSON document instead of text: the job as `job show --json` prints it (after
+    /// the change; `remove`: as it was), or for `list` an array of them.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -91,13 +109,20 @@ pub(super) struct AddArgs {
     handler: String,
     #[command(flatten)]
     rule: AddRule,
+    /// With --at: accept an instant in the past; the job is then due at once, and the loop
+    /// treats the fire as late per the job's misfire policy (skip: recorded skipped as a
+    /// misfire; fire-once: runs now).
+    #[arg(long)]
+    allow_past: bool,
     #[command(flatten)]
-    opts: JobOpts,
+    opts: AddOpts,
     /// Add the job disabled.
     #[arg(long)]
     disabled: bool,
     #[command(flatten)]
     db: DbArg,
+    #[command(flatten)]
+    out: JsonArg,
 }
 
 #[derive(Debug, Args)]
@@ -110,14 +135,69 @@ struct AddRule {
     #[arg(long, value_name = "SPEC")]
     calendar: Option<String>,
     /// A fixed interval of elapsed time: `90s`, `5m`, `1h30m`.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     every: Option<String>,
-    /// Once, at an instant (`2026-12-01T06:00:00Z`) or a wall-clock time in --tz.
+    /// Once, at a future instant (`2026-12-01T06:00:00Z`) or wall-clock time in --tz.
     #[arg(long, value_name = "INSTANT")]
     at: Option<String>,
     /// No schedule: the job runs only when triggered.
     #[arg(long)]
     manual: bool,
+}
+
+/// The options of `job add`; the help shows what a job gets when one is not given.
+#[derive(Debug, Args)]
+struct AddOpts {
+    /// The handler's parameters as a JSON object or array [default: {}].
+    #[arg(long, value_name = "JSON")]
+    params: Option<String>,
+    /// IANA time zone the schedule is read in [default: UTC].
+    #[arg(long, value_name = "ZONE")]
+    tz: Option<String>,
+    /// How long an attempt may run: `30s`, `5m`, `1h` [default: the handler's, else no
+    /// limit].
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    timeout: Option<String>,
+    /// Retries after a failed attempt [default: 0].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    retries: Option<String>,
+    /// Waits before the retries: `10s,30s,60s`, or `exp:1s..5m x2 jitter 0.2` for exponential
+    /// backoff [default: 10s,30s,60s].
+    #[arg(long, value_name = "DELAYS", allow_hyphen_values = true)]
+    retry_delays: Option<String>,
+    /// Missed fires: skip, fire-once, or fire-all:N, each optionally @LATENESS [default:
+    /// skip].
+    #[arg(long, value_name = "POLICY")]
+    misfire: Option<String>,
+    /// Fires while a run is going: skip, queue-one, allow, cancel-running [default: skip].
+    #[arg(long, value_name = "POLICY")]
+    overlap: Option<String>,
+    /// Order among runs due together, 0 (first) to 999 [default: 500].
+    #[arg(long, value_name = "0-999", allow_hyphen_values = true)]
+    priority: Option<String>,
+    /// The job's group [default: none].
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
+    /// Run only on nodes serving this tag (their `tags` in takt.toml) [default: any node].
+    #[arg(long, value_name = "TAG")]
+    node_tag: Option<String>,
+    /// Free text [default: none].
+    #[arg(long, value_name = "TEXT")]
+    description: Option<String>,
+    /// Where the plugin runs: in-process (the host's own process, unless the host isolates
+    /// the plugin) or process (a worker child process the host can kill) [default:
+    /// in-process].
+    #[arg(long, value_name = "in-process|process")]
+    isolation: Option<String>,
+    /// Cron only: how day-of-month and day-of-week combine when both are set [default: or].
+    #[arg(long, value_name = "or|and")]
+    day_match: Option<String>,
+    /// Wall-clock times in a DST gap: shift to the end of the gap, or skip [default: shift].
+    #[arg(long, value_name = "shift|skip")]
+    dst_gap: Option<String>,
+    /// Wall-clock times in a DST fold: auto, once, both [default: auto].
+    #[arg(long, value_name = "auto|once|both")]
+    dst_fold: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -129,10 +209,15 @@ pub(super) struct UpdateArgs {
     handler: Option<String>,
     #[command(flatten)]
     rule: UpdateRule,
+    /// With --at: accept an instant in the past (see `job add --help`).
+    #[arg(long)]
+    allow_past: bool,
     #[command(flatten)]
-    opts: JobOpts,
+    opts: UpdateOpts,
     #[command(flatten)]
     db: DbArg,
+    #[command(flatten)]
+    out: JsonArg,
 }
 
 #[derive(Debug, Args)]
@@ -145,9 +230,9 @@ struct UpdateRule {
     #[arg(long, value_name = "SPEC")]
     calendar: Option<String>,
     /// A new fixed interval.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     every: Option<String>,
-    /// A new single fire time.
+    /// A new single fire time (in the future).
     #[arg(long, value_name = "INSTANT")]
     at: Option<String>,
     /// Remove the schedule: the job runs only when triggered.
@@ -155,55 +240,104 @@ struct UpdateRule {
     manual: bool,
 }
 
+/// The options of `job update`: each replaces the job's value, and only when given, so none
+/// has a default.
 #[derive(Debug, Args)]
-struct JobOpts {
-    /// The handler's parameters as a JSON object or array [default: {}].
+struct UpdateOpts {
+    /// New parameters, a JSON object or array (replacing the old ones as a whole).
     #[arg(long, value_name = "JSON")]
     params: Option<String>,
-    /// IANA time zone the schedule is read in [default: UTC].
+    /// A new IANA time zone for the schedule.
     #[arg(long, value_name = "ZONE")]
     tz: Option<String>,
-    /// How long an attempt may run: `30s`, `5m`, `1h` [default: no limit].
-    #[arg(long, value_name = "DURATION")]
+    /// A new limit for an attempt: `30s`, `5m`, `1h`.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     timeout: Option<String>,
-    /// Retries after a failed attempt [default: 0].
-    #[arg(long, value_name = "N")]
-    retries: Option<u32>,
-    /// Waits before the retries: `10s,30s,60s`, or `exp:…` for exponential backoff.
-    #[arg(long, value_name = "DELAYS")]
+    /// A new number of retries after a failed attempt.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    retries: Option<String>,
+    /// New waits before the retries: `10s,30s,60s`, or `exp:…`.
+    #[arg(long, value_name = "DELAYS", allow_hyphen_values = true)]
     retry_delays: Option<String>,
-    /// Missed fires: skip, fire-once, or fire-all:N[@lateness].
+    /// A new misfire policy: skip, fire-once, or fire-all:N[@lateness].
     #[arg(long, value_name = "POLICY")]
     misfire: Option<String>,
-    /// Fires while a run is going: skip, queue-one, allow, cancel-running.
+    /// A new overlap policy: skip, queue-one, allow, cancel-running.
     #[arg(long, value_name = "POLICY")]
     overlap: Option<String>,
-    /// Order among runs due together, 0 (first) to 999.
-    #[arg(long, value_name = "0-999")]
-    priority: Option<u16>,
-    /// The job's group.
+    /// A new priority, 0 (first) to 999.
+    #[arg(long, value_name = "0-999", allow_hyphen_values = true)]
+    priority: Option<String>,
+    /// A new group; "" clears it.
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
-    /// Run only on nodes serving this tag (their `tags` in takt.toml); "" clears it.
+    /// A new node tag; "" lets any node run the job.
     #[arg(long, value_name = "TAG")]
     node_tag: Option<String>,
-    /// Free text.
+    /// A new description; "" clears it.
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
-    /// Where the plugin runs: in-process (the host's own process, unless the host isolates
-    /// the plugin) or process (a worker child process the host can kill) [default: in-process].
+    /// A new isolation: in-process or process (see `job add --help`).
     #[arg(long, value_name = "in-process|process")]
     isolation: Option<String>,
-    /// Cron only: how day-of-month and day-of-week combine when both are set.
+    /// Cron only: how day-of-month and day-of-week combine from now on (or, and).
     #[arg(long, value_name = "or|and")]
     day_match: Option<String>,
-    /// Wall-clock times in a DST gap: shift to the end of the gap, or skip.
+    /// A new DST gap policy: shift or skip.
     #[arg(long, value_name = "shift|skip")]
     dst_gap: Option<String>,
-    /// Wall-clock times in a DST fold: auto, once, both.
+    /// A new DST fold policy: auto, once, both.
     #[arg(long, value_name = "auto|once|both")]
     dst_fold: Option<String>,
 }
+
+/// What `job add` and `job update` were given, whichever the help said about it.
+struct JobOpts {
+    params: Option<String>,
+    tz: Option<String>,
+    timeout: Option<String>,
+    retries: Option<String>,
+    retry_delays: Option<String>,
+    misfire: Option<String>,
+    overlap: Option<String>,
+    priority: Option<String>,
+    group: Option<String>,
+    node_tag: Option<String>,
+    description: Option<String>,
+    isolation: Option<String>,
+    day_match: Option<String>,
+    dst_gap: Option<String>,
+    dst_fold: Option<String>,
+}
+
+/// Both option structs carry the same fields; they differ only in their help.
+macro_rules! into_job_opts {
+    ($from:ty) => {
+        impl From<$from> for JobOpts {
+            fn from(o: $from) -> JobOpts {
+                JobOpts {
+                    params: o.params,
+                    tz: o.tz,
+                    timeout: o.timeout,
+                    retries: o.retries,
+                    retry_delays: o.retry_delays,
+                    misfire: o.misfire,
+                    overlap: o.overlap,
+                    priority: o.priority,
+                    group: o.group,
+                    node_tag: o.node_tag,
+                    description: o.description,
+                    isolation: o.isolation,
+                    day_match: o.day_match,
+                    dst_gap: o.dst_gap,
+                    dst_fold: o.dst_fold,
+                }
+            }
+        }
+    };
+}
+into_job_opts!(AddOpts);
+into_job_opts!(UpdateOpts);
 
 impl JobOpts {
     fn touches_schedule(&self) -> bool {
@@ -219,14 +353,10 @@ impl JobOpts {
             job.params_json = parse_params(p)?;
         }
         if let Some(t) = &self.timeout {
-            let secs = parse_duration(t).map_err(|e| anyhow!("--timeout: {e}"))?;
-            if secs == 0 {
-                bail!("--timeout: give at least 1s");
-            }
-            job.timeout = Some(Duration::from_secs(secs));
+            job.timeout = Some(Duration::from_secs(args::duration("--timeout", t)?));
         }
-        if let Some(n) = self.retries {
-            job.retry.max_retries = n;
+        if let Some(n) = &self.retries {
+            job.retry.max_retries = args::number("--retries", n, "a count", 0)?;
         }
         if let Some(d) = &self.retry_delays {
             job.retry.backoff = d
@@ -243,8 +373,9 @@ impl JobOpts {
                 .parse::<OverlapPolicy>()
                 .map_err(|e| anyhow!("--overlap: {e}"))?;
         }
-        if let Some(p) = self.priority {
-            job.priority = Priority::new(p).map_err(|e| anyhow!("--priority: {e}"))?;
+        if let Some(p) = &self.priority {
+            let n = args::number("--priority", p, "a priority", 0)?;
+            job.priority = Priority::new(n).map_err(|e| anyhow!("--priority \"{p}\": {e}"))?;
         }
         if let Some(g) = &self.group {
             job.group = (!g.is_empty()).then(|| g.clone());
@@ -316,14 +447,17 @@ fn rule_spec(
     calendar: &Option<String>,
     every: &Option<String>,
     at: &Option<String>,
-) -> ScheduleSpec {
-    ScheduleSpec {
+) -> Result<ScheduleSpec> {
+    if let Some(e) = every {
+        args::not_negative("--every", e)?;
+    }
+    Ok(ScheduleSpec {
         cron: cron.clone(),
         calendar: calendar.clone().map(CalendarSpec::Text),
         every: every.clone(),
         at: at.clone(),
         ..ScheduleSpec::default()
-    }
+    })
 }
 
 fn floor_second(t: Timestamp) -> Timestamp {
@@ -451,7 +585,6 @@ fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
             deps.join(", ")
         },
     ]);
-    t.row(["node tag".to_string(), opt(&job.node_tag)]);
     t.row(["application".to_string(), opt(&job.application)]);
     t.row(["owner".to_string(), opt(&job.owner)]);
     t.row(["description".to_string(), opt(&job.description)]);
@@ -474,8 +607,8 @@ fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
 pub(super) fn run(cmd: JobCmd) -> Result<()> {
     match cmd {
         JobCmd::Add(a) => add(a),
-        JobCmd::List { db, json } => list(&db, json),
-        JobCmd::Show { name, db, json } => {
+        JobCmd::List { db, out } => list(&db, out.json),
+        JobCmd::Show { name, db, out } => {
             let store = db.open()?;
             let job = load(&store, &name)?;
             let fires = job
@@ -483,17 +616,17 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
                 .as_ref()
                 .map(|s| next_fires(s, Timestamp::now(), 5))
                 .unwrap_or_default();
-            if json {
-                println!("{}", serde_json::to_string_pretty(&job_json(&job, &fires))?);
+            if out.json {
+                outln!("{}", serde_json::to_string_pretty(&job_json(&job, &fires))?)?;
             } else {
-                print!("{}", job_text(&job, &fires));
+                out!("{}", job_text(&job, &fires))?;
             }
             Ok(())
         }
         JobCmd::Update(u) => update(u),
-        JobCmd::Enable { name, db } => set_enabled(&db, &name, true),
-        JobCmd::Disable { name, db } => set_enabled(&db, &name, false),
-        JobCmd::Trigger { name, db } => {
+        JobCmd::Enable { name, db, out } => set_enabled(&db, &name, true, out.json),
+        JobCmd::Disable { name, db, out } => set_enabled(&db, &name, false, out.json),
+        JobCmd::Trigger { name, db, out } => {
             let store = db.open()?;
             let job = load(&store, &name)?;
             let id = job.id.context("stored job without id")?;
@@ -503,12 +636,14 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
             let now = floor_second(Timestamp::now());
             block_on(store.job_set_next_fire(id, job.next_fire, Some(now)))?
                 .with_context(|| format!("cannot trigger job \"{name}\""))?;
-            println!(
+            if out.json {
+                return print_job(&load(&store, &name)?);
+            }
+            outln!(
                 "triggered {name}: due at {now}; a running `takt run` on this database starts it"
-            );
-            Ok(())
+            )
         }
-        JobCmd::Remove { name, db, yes } => {
+        JobCmd::Remove { name, db, yes, out } => {
             let store = db.open()?;
             let job = load(&store, &name)?;
             let id = job.id.context("stored job without id")?;
@@ -524,58 +659,135 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
                 );
             }
             block_on(store.job_delete(id))??;
-            println!("removed {name}");
-            Ok(())
+            if out.json {
+                return print_job(&job);
+            }
+            outln!("removed {name}")
         }
     }
+}
+
+/// The job as `job show --json` prints it, with its next 3 fire times.
+fn print_job(job: &JobDef) -> Result<()> {
+    let fires = job
+        .schedule
+        .as_ref()
+        .map(|s| next_fires(s, Timestamp::now(), 3))
+        .unwrap_or_default();
+    outln!("{}", serde_json::to_string_pretty(&job_json(job, &fires))?)
+}
+
+/// The first fire of a schedule that was given or changed: the first firing occurrence after
+/// `now`, except that a one-shot `--at` must lie in the future — or be allowed into the past,
+/// where it is due at once and the loop handles it as a late fire (misfire policy).
+fn first_fire(
+    schedule: &Schedule,
+    now: Timestamp,
+    at: Option<&str>,
+    allow_past: bool,
+    misfire: MisfirePolicy,
+) -> Result<Option<Timestamp>> {
+    if let Rule::Once(t) = schedule.rule()
+        && *t <= now
+    {
+        if allow_past {
+            return Ok(Some(*t));
+        }
+        let given = at.unwrap_or_default();
+        let resolved = if given == t.to_string() {
+            String::new()
+        } else {
+            format!(" ({t})")
+        };
+        bail!(
+            "--at {given}{resolved} is in the past (it is now {}); give a future time, or \
+             --allow-past to record it as missed per the job's misfire policy ({misfire})",
+            floor_second(now)
+        );
+    }
+    Ok(first_fire_after(schedule, now))
+}
+
+/// `--allow-past` means something only for a one-shot `--at`.
+fn refuse_stray_allow_past(allow_past: bool, at: &Option<String>) -> Result<()> {
+    if allow_past && at.is_none() {
+        bail!("--allow-past applies to --at only (a one-shot time); remove it, or give --at");
+    }
+    Ok(())
 }
 
 fn add(a: AddArgs) -> Result<()> {
     parse_handler_type(&a.handler).map_err(|e| anyhow!("--handler: {e}"))?;
     let mut job = JobDef::new(&a.name, a.handler.trim()).map_err(|e| anyhow!("{e}"))?;
+    let opts = JobOpts::from(a.opts);
     let r = &a.rule;
+    refuse_stray_allow_past(a.allow_past, &r.at)?;
     if r.manual {
-        if a.opts.touches_schedule() {
+        if opts.touches_schedule() {
             bail!("--manual takes no --tz, --day-match, --dst-gap or --dst-fold");
         }
     } else {
-        let mut spec = rule_spec(&r.cron, &r.calendar, &r.every, &r.at);
-        a.opts.apply_schedule(&mut spec);
+        let mut spec = rule_spec(&r.cron, &r.calendar, &r.every, &r.at)?;
+        opts.apply_schedule(&mut spec);
         job.schedule = Some(build_schedule(&spec)?);
     }
-    a.opts.apply(&mut job)?;
+    opts.apply(&mut job)?;
     job.enabled = !a.disabled;
     job.validate().map_err(|e| anyhow!("{e}"))?;
     let now = Timestamp::now();
-    job.next_fire = job.schedule.as_ref().and_then(|s| first_fire_after(s, now));
+    job.next_fire = match &job.schedule {
+        Some(s) => first_fire(s, now, r.at.as_deref(), a.allow_past, job.misfire)?,
+        None => None,
+    };
     let store = a.db.open()?;
     let stored = block_on(store.job_insert(&job, now))??;
-    let fires = stored
+    if a.out.json {
+        return print_job(&stored);
+    }
+    let fires = upcoming(&stored, now);
+    outln!(
+        "added job {} (id {})",
+        stored.name,
+        stored.id.map_or(0, |i| i.0)
+    )?;
+    print_summary(&stored, &fires)
+}
+
+/// The next 3 fire times, led by the stored next fire (which `--allow-past` may have put in
+/// the past).
+fn upcoming(job: &JobDef, now: Timestamp) -> Vec<Timestamp> {
+    let mut fires = job
         .schedule
         .as_ref()
         .map(|s| next_fires(s, now, 3))
         .unwrap_or_default();
-    println!(
-        "added job {} (id {})",
-        stored.name,
-        stored.id.map_or(0, |i| i.0)
-    );
-    print_summary(&stored, &fires);
-    Ok(())
+    if let Some(nf) = job.next_fire.filter(|nf| *nf <= now) {
+        fires.insert(0, nf);
+        fires.truncate(3);
+    }
+    fires
 }
 
-fn print_summary(job: &JobDef, fires: &[Timestamp]) {
-    println!("  schedule: {}", short_schedule(job.schedule.as_ref()));
-    println!("  enabled:  {}", job.enabled);
-    println!("  handler:  {}", job.handler_type);
+fn print_summary(job: &JobDef, fires: &[Timestamp]) -> Result<()> {
+    outln!("  schedule: {}", short_schedule(job.schedule.as_ref()))?;
+    outln!("  enabled:  {}", job.enabled)?;
+    outln!("  handler:  {}", job.handler_type)?;
     if job.schedule.is_some() {
-        println!("  next {} fire times (UTC):", fires.len());
+        outln!("  next {} fire times (UTC):", fires.len())?;
         for f in fires {
-            println!("    {f}");
+            outln!("    {f}")?;
+        }
+        if let Some(nf) = job.next_fire.filter(|nf| *nf <= Timestamp::now()) {
+            outln!(
+                "  due now, late since {nf}: the next `takt run` handles it per the misfire \
+                 policy ({})",
+                job.misfire
+            )?;
         }
     } else {
-        println!("  runs only when triggered (takt job trigger {})", job.name);
+        outln!("  runs only when triggered (takt job trigger {})", job.name)?;
     }
+    Ok(())
 }
 
 fn update(u: UpdateArgs) -> Result<()> {
@@ -585,19 +797,21 @@ fn update(u: UpdateArgs) -> Result<()> {
         parse_handler_type(h).map_err(|e| anyhow!("--handler: {e}"))?;
         job.handler_type = h.trim().to_string();
     }
+    let opts = JobOpts::from(u.opts);
     let r = &u.rule;
+    refuse_stray_allow_past(u.allow_past, &r.at)?;
     let new_rule = r.cron.is_some() || r.calendar.is_some() || r.every.is_some() || r.at.is_some();
     let mut schedule_changed = false;
     if r.manual {
-        if u.opts.touches_schedule() {
+        if opts.touches_schedule() {
             bail!("--manual takes no --tz, --day-match, --dst-gap or --dst-fold");
         }
         schedule_changed = job.schedule.is_some();
         job.schedule = None;
-    } else if new_rule || u.opts.touches_schedule() {
+    } else if new_rule || opts.touches_schedule() {
         let old = job.schedule.as_ref().map(ScheduleSpec::from_schedule);
         let mut spec = if new_rule {
-            let mut s = rule_spec(&r.cron, &r.calendar, &r.every, &r.at);
+            let mut s = rule_spec(&r.cron, &r.calendar, &r.every, &r.at)?;
             // Keep the zone and DST choices unless they are given again.
             if let Some(o) = &old {
                 s.tz.clone_from(&o.tz);
@@ -610,36 +824,39 @@ fn update(u: UpdateArgs) -> Result<()> {
                 anyhow!("job \"{}\" has no schedule; give --cron, --calendar, --every or --at with --tz", u.name)
             })?
         };
-        u.opts.apply_schedule(&mut spec);
+        opts.apply_schedule(&mut spec);
         let schedule = build_schedule(&spec)?;
         schedule_changed = job.schedule.as_ref() != Some(&schedule);
         job.schedule = Some(schedule);
     }
-    u.opts.apply(&mut job)?;
+    opts.apply(&mut job)?;
     job.validate().map_err(|e| anyhow!("{e}"))?;
     let now = Timestamp::now();
     if schedule_changed {
-        job.next_fire = job.schedule.as_ref().and_then(|s| first_fire_after(s, now));
+        job.next_fire = match &job.schedule {
+            Some(s) => first_fire(s, now, r.at.as_deref(), u.allow_past, job.misfire)?,
+            None => None,
+        };
     }
     let stored = block_on(store.job_update(&job, now))?
         .with_context(|| format!("cannot update job \"{}\"", u.name))?;
-    let fires = stored
-        .schedule
-        .as_ref()
-        .map(|s| next_fires(s, now, 3))
-        .unwrap_or_default();
-    println!("updated job {} (version {})", stored.name, stored.version);
-    print_summary(&stored, &fires);
-    Ok(())
+    if u.out.json {
+        return print_job(&stored);
+    }
+    let fires = upcoming(&stored, now);
+    outln!("updated job {} (version {})", stored.name, stored.version)?;
+    print_summary(&stored, &fires)
 }
 
-fn set_enabled(db: &DbArg, name: &str, enabled: bool) -> Result<()> {
+fn set_enabled(db: &DbArg, name: &str, enabled: bool, json: bool) -> Result<()> {
     let store = db.open()?;
     let job = load(&store, name)?;
     let id = job.id.context("stored job without id")?;
-    block_on(store.job_set_enabled(id, enabled, Timestamp::now()))??;
-    println!("{} {name}", if enabled { "enabled" } else { "disabled" });
-    Ok(())
+    let stored = block_on(store.job_set_enabled(id, enabled, Timestamp::now()))??;
+    if json {
+        return print_job(&stored);
+    }
+    outln!("{} {name}", if enabled { "enabled" } else { "disabled" })
 }
 
 fn list(db: &DbArg, json: bool) -> Result<()> {
@@ -658,11 +875,11 @@ fn list(db: &DbArg, json: bool) -> Result<()> {
                 job_json(j, &fires)
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", serde_json::to_string_pretty(&all)?)?;
         return Ok(());
     }
     if jobs.is_empty() {
-        println!("no jobs (add one with takt job add)");
+        outln!("no jobs (add one with takt job add)")?;
         return Ok(());
     }
     let mut t = Table::new([
@@ -683,6 +900,6 @@ fn list(db: &DbArg, json: bool) -> Result<()> {
             j.priority.get().to_string(),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(())
 }

@@ -2,16 +2,26 @@
 //!
 //! Every subcommand is a thin shell over library calls: parse arguments into the same DTOs the
 //! config file and API use ([`crate::spec::ScheduleSpec`]), call the core, print. Human output
-//! is an aligned table; `--json` prints one JSON document for scripts.
+//! is an aligned table; `--json` prints one JSON document for scripts. Everything printed
+//! goes through [`out`] (`outln!`, `errln!`), never `println!`, so a closed stdout ends a
+//! command quietly instead of panicking (the lints below hold every module to it).
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+pub(crate) mod out;
+
+mod args;
 mod db;
 mod init;
 mod job;
+pub mod logging;
 mod nodes;
 mod plugin;
 mod run;
 mod runs;
 mod schedule;
+mod signals;
 mod table;
 
 use std::process::ExitCode;
@@ -73,6 +83,13 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // `takt run` installs its logger once its config (and so `log_format`) is read.
+    if !matches!(cli.command, Command::Run(_))
+        && let Err(e) = logging::install(logging::LogFormat::Text, logging::COMMAND_FILTER)
+    {
+        errln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Job(cmd) => job::run(cmd),
         Command::Runs(args) => runs::runs(args),
@@ -87,8 +104,10 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`takt job list | head -1`): done, as `ls` would be.
+        Err(e) if out::is_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

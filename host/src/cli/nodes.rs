@@ -47,11 +47,11 @@ pub(super) fn nodes(a: NodesArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        outln!("{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(());
     }
     if nodes.is_empty() {
-        println!("no node has registered on {} yet", a.db.database()?);
+        outln!("no node has registered on {} yet", a.db.database()?)?;
         return Ok(());
     }
     let mut t = Table::new([
@@ -70,6 +70,6 @@ pub(super) fn nodes(a: NodesArgs) -> Result<()> {
             state(n),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(())
 }

@@ -1,21 +1,29 @@
 //! `takt plugin list` and `takt plugin verify`.
+//!
+//! Both check files as `takt run` would: with the `plugin_dir` and `[plugins]` pins,
+//! `require_pins` and aliases of the config (`--config`, else `takt.toml` in the working
+//! directory when there is one), flags winning over it. The shadow copies go to a temporary
+//! directory unless `--shadow-dir` says otherwise: an inspection must not need write access to
+//! a running host's shadow directory.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::table::Table;
+use crate::config::{Config, DEFAULT_FILE};
 use crate::plugins::{LoadOptions, LoadedPlugin, PluginSet, Refusal, load_file};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum PluginCmd {
     /// Load every plugin of a directory and list plugins, versions, handlers and refusals.
     List {
-        /// The plugin directory.
-        #[arg(long, default_value = "plugins", value_name = "DIR")]
-        dir: PathBuf,
+        /// The plugin directory [default: plugin_dir of the config, else $TAKT_PLUGIN_DIR,
+        /// else plugins].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
         #[command(flatten)]
         opts: LoadArgs,
     },
@@ -30,6 +38,11 @@ pub(super) enum PluginCmd {
 
 #[derive(Debug, Args)]
 pub(super) struct LoadArgs {
+    /// The config whose plugin_dir and [plugins] pins, require_pins, aliases and
+    /// check_permissions apply, as in `takt run` [default: takt.toml in the working
+    /// directory, if there is one].
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
     /// Where content-addressed copies are loaded from [default: <temp>/takt-shadow].
     #[arg(long, value_name = "DIR")]
     shadow_dir: Option<PathBuf>,
@@ -45,8 +58,27 @@ pub(super) struct LoadArgs {
 }
 
 impl LoadArgs {
-    fn options(&self) -> Result<LoadOptions> {
+    /// The config named by `--config`, else `takt.toml` here when it exists.
+    fn config(&self) -> Result<Option<Config>> {
+        match &self.config {
+            Some(file) => Ok(Some(Config::load(file)?)),
+            None if Path::new(DEFAULT_FILE).is_file() => {
+                Ok(Some(Config::load(Path::new(DEFAULT_FILE))?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The load options: the config's pins, `require_pins`, aliases and permission check,
+    /// then the flags.
+    fn options(&self, config: Option<&Config>) -> Result<LoadOptions> {
         let mut o = LoadOptions::with_temp_shadow();
+        if let Some(c) = config {
+            o.pins.clone_from(&c.pins);
+            o.require_pins = c.require_pins;
+            o.aliases.clone_from(&c.aliases);
+            o.check_permissions = c.check_permissions;
+        }
         if let Some(d) = &self.shadow_dir {
             o.shadow_dir.clone_from(d);
         }
@@ -60,51 +92,84 @@ impl LoadArgs {
             }
             o.pins.insert(file.trim().to_string(), sha);
         }
-        o.require_pins = self.require_pins;
+        o.require_pins |= self.require_pins;
         Ok(o)
+    }
+}
+
+/// The directory to list and where that choice came from (for the header and errors).
+fn plugin_dir(flag: Option<PathBuf>, config: Option<&Config>) -> (PathBuf, String) {
+    let env = std::env::var_os("TAKT_PLUGIN_DIR").filter(|v| !v.is_empty());
+    match (flag, config, env) {
+        (Some(d), _, _) => (d, "--dir".to_string()),
+        (None, Some(c), Some(_)) => (c.plugin_dir.clone(), "TAKT_PLUGIN_DIR".to_string()),
+        (None, Some(c), None) => (
+            c.plugin_dir.clone(),
+            format!("plugin_dir of {}", c.file.display()),
+        ),
+        (None, None, Some(d)) => (PathBuf::from(d), "TAKT_PLUGIN_DIR".to_string()),
+        (None, None, None) => (
+            PathBuf::from("plugins"),
+            format!("the default: there is no {DEFAULT_FILE} here"),
+        ),
     }
 }
 
 pub(super) fn run(cmd: PluginCmd) -> Result<()> {
     match cmd {
         PluginCmd::List { dir, opts } => {
-            let set = PluginSet::load_dir(&dir, &opts.options()?);
+            let config = opts.config()?;
+            let (dir, from) = plugin_dir(dir, config.as_ref());
+            // A directory that cannot be read is the answer, not one refusal among others.
+            std::fs::read_dir(&dir).with_context(|| {
+                format!(
+                    "cannot read the plugin directory {} ({from}); give the folder that holds \
+                     the plugin files with --dir, or set plugin_dir in {DEFAULT_FILE}",
+                    dir.display()
+                )
+            })?;
+            let set = PluginSet::load_dir(&dir, &opts.options(config.as_ref())?);
             if opts.json {
                 let doc = json!({
                     "dir": dir.display().to_string(),
+                    "dir_from": from,
+                    "config": config.as_ref().map(|c| c.file.display().to_string()),
                     "plugins": set.plugins().iter().map(|p| plugin_json(p)).collect::<Vec<_>>(),
                     "refused": set.refusals().iter().map(refusal_json).collect::<Vec<_>>(),
                 });
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                outln!("{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
-                print!("{}", list_text(&set));
+                outln!("plugin directory {} ({from})", dir.display())?;
+                out!("{}", list_text(&set))?;
             }
             Ok(())
         }
-        PluginCmd::Verify { file, opts } => match load_file(&file, &opts.options()?) {
-            Ok(p) => {
-                if opts.json {
-                    println!("{}", serde_json::to_string_pretty(&plugin_json(&p))?);
-                } else {
-                    println!(
-                        "ok: {} is plugin {} {} (takt-plugin-api {}, sha256 {})",
-                        file.display(),
-                        p.name,
-                        p.version,
-                        p.api_version,
-                        p.sha256
-                    );
-                    print!("{}", handlers_text(&p));
+        PluginCmd::Verify { file, opts } => {
+            match load_file(&file, &opts.options(opts.config()?.as_ref())?) {
+                Ok(p) => {
+                    if opts.json {
+                        outln!("{}", serde_json::to_string_pretty(&plugin_json(&p))?)?;
+                    } else {
+                        outln!(
+                            "ok: {} is plugin {} {} (takt-plugin-api {}, sha256 {})",
+                            file.display(),
+                            p.name,
+                            p.version,
+                            p.api_version,
+                            p.sha256
+                        )?;
+                        out!("{}", handlers_text(&p))?;
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-            Err(r) => {
-                if opts.json {
-                    println!("{}", serde_json::to_string_pretty(&refusal_json(&r))?);
+                Err(r) => {
+                    if opts.json {
+                        outln!("{}", serde_json::to_string_pretty(&refusal_json(&r))?)?;
+                    }
+                    bail!("{r}")
                 }
-                bail!("{r}")
             }
-        },
+        }
     }
 }
 
@@ -177,7 +242,7 @@ fn list_text(set: &PluginSet) -> String {
 /// The plugins of `takt run` as `config` sets them up (directory, load options, isolation
 /// with `takt` itself as the worker program, the permission check); the caller adds the
 /// built-in executors and builds it.
-pub(super) fn registry(config: &crate::config::Config) -> Result<crate::plugins::PluginsBuilder> {
+pub(super) fn registry(config: &Config) -> Result<crate::plugins::PluginsBuilder> {
     use crate::worker::{WorkerProgram, WorkerSettings, Workers, bytes_text};
     let options = LoadOptions {
         shadow_dir: config.shadow_dir.clone(),
@@ -195,7 +260,7 @@ pub(super) fn registry(config: &crate::config::Config) -> Result<crate::plugins:
         ..WorkerSettings::new(program)
     };
     if !config.isolate.is_empty() {
-        println!(
+        outln!(
             "isolated plugins (each call in a worker process, at most {} at once{}): {}",
             settings.max_workers,
             settings
@@ -203,24 +268,24 @@ pub(super) fn registry(config: &crate::config::Config) -> Result<crate::plugins:
                 .map(|m| format!(", {} each", bytes_text(m)))
                 .unwrap_or_default(),
             config.isolate.join(", ")
-        );
+        )?;
     }
     if !config.check_permissions {
-        println!(
+        outln!(
             "warning: [plugins] check_permissions = false: plugin files others may write are \
              loaded"
-        );
+        )?;
     }
     match config.plugin_watch {
-        Some(every) => println!(
+        Some(every) => outln!(
             "watching {} for changed plugin files every {}",
             config.plugin_dir.display(),
             takt_core::schedule::format_duration(every.as_secs())
-        ),
-        None if cfg!(unix) => println!(
+        )?,
+        None if cfg!(unix) => outln!(
             "plugins reload on SIGHUP (kill -HUP {})",
             std::process::id()
-        ),
+        )?,
         None => {}
     }
     Ok(crate::plugins::Plugins::builder()
@@ -265,36 +330,37 @@ impl Hangup {
 /// A SIGHUP: reload the plugins (the report is printed from its event).
 pub(super) async fn reload_on_hangup<S: takt_core::store::Store + Clone + 'static>(
     handle: &crate::scheduler::SchedulerHandle<S>,
-) {
-    println!("SIGHUP: reloading the plugins");
+) -> Result<()> {
+    outln!("SIGHUP: reloading the plugins")?;
     if let Err(e) = handle.reload_plugins().await {
-        println!("cannot reload the plugins: {e}");
+        outln!("cannot reload the plugins: {e}")?;
     }
+    Ok(())
 }
 
 /// Prints a plugin event of the scheduler (other events print nothing here).
-pub(super) fn print_event(ev: &crate::scheduler::SchedulerEvent, now: &str) {
+pub(super) fn print_event(ev: &crate::scheduler::SchedulerEvent, now: &str) -> Result<()> {
     use crate::scheduler::SchedulerEvent;
     match ev {
         SchedulerEvent::PluginsReloaded { report } => {
             if !report.changed() && report.refused.is_empty() {
-                println!("{now}  plugins reloaded: nothing changed");
+                outln!("{now}  plugins reloaded: nothing changed")?;
             }
             for v in &report.loaded {
-                println!("{now}  plugin {} loaded", v.label());
+                outln!("{now}  plugin {} loaded", v.label())?;
             }
             for v in &report.retired {
                 match v.state {
-                    crate::plugins::VersionState::Draining => println!(
+                    crate::plugins::VersionState::Draining => outln!(
                         "{now}  plugin {} draining: {} runs finish on it",
                         v.label(),
                         v.runs
-                    ),
-                    _ => println!("{now}  plugin {} {}", v.label(), v.state),
+                    )?,
+                    _ => outln!("{now}  plugin {} {}", v.label(), v.state)?,
                 }
             }
             for r in &report.refused {
-                println!(
+                outln!(
                     "{now}  plugin file {} refused: {}; fix: {}{}",
                     r.refusal.file.display(),
                     r.refusal.reason,
@@ -303,15 +369,16 @@ pub(super) fn print_event(ev: &crate::scheduler::SchedulerEvent, now: &str) {
                         .as_ref()
                         .map(|k| format!("; {} keeps serving", k.label()))
                         .unwrap_or_default()
-                );
+                )?;
             }
             for w in &report.warnings {
-                println!("{now}  warning: {w}");
+                outln!("{now}  warning: {w}")?;
             }
         }
         SchedulerEvent::PluginDrained { version } => {
-            println!("{now}  plugin {} drained", version.label());
+            outln!("{now}  plugin {} drained", version.label())?;
         }
         _ => {}
     }
+    Ok(())
 }

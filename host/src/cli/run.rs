@@ -9,12 +9,13 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId};
-use takt_core::run::{NodeId, RunId, RunState};
-use takt_core::schedule::{format_duration, parse_duration};
-use takt_core::store::Store;
-use tokio::sync::broadcast::error::RecvError;
+use takt_core::run::{NODE_RESTARTED, NodeId, RunId, RunState};
+use takt_core::schedule::format_duration;
+use takt_core::store::{RunFilter, Store};
+use tokio::sync::broadcast::{self, error::RecvError};
 
-use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, same_definition};
+use super::signals::StopRequests;
+use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, LogFormat, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
 use crate::plugins::{PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{
@@ -29,33 +30,57 @@ pub(super) struct RunArgs {
     /// The config file [default: takt.toml in the working directory].
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
-    /// Stop by itself after this long (e.g. 30s, 5m), as Ctrl-C would.
-    #[arg(long = "for", value_name = "DURATION")]
+    /// Stop by itself after this long (e.g. 30s, 5m), as SIGTERM or Ctrl-C would.
+    #[arg(long = "for", value_name = "DURATION", allow_hyphen_values = true)]
     run_for: Option<String>,
     /// Take this node id over from a process on another machine whose heartbeat still looks
     /// live (one that is gone for good); its running runs are recovered when their leases
     /// expire. Without it such a start is refused.
     #[arg(long)]
     takeover: bool,
+    /// How logs are written to stderr: text (human-readable lines) or json (one object per
+    /// line) [default: log_format of the config, else text]. The level is TAKT_LOG's.
+    #[arg(long, value_name = "text|json")]
+    log_format: Option<String>,
 }
 
 pub(super) fn run(args: RunArgs) -> Result<()> {
+    // Nobody reading the run lines any more is no reason to stop scheduling.
+    super::out::set_mode(super::out::Mode::KeepRunning);
     let run_for = match &args.run_for {
-        Some(text) => Some(Duration::from_secs(
-            parse_duration(text).map_err(|e| anyhow::anyhow!("--for \"{text}\": {e}"))?,
-        )),
+        Some(text) => Some(Duration::from_secs(super::args::duration("--for", text)?)),
         None => None,
     };
     let file = args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));
     let config = Config::load(&file)?;
+    let log_format = match &args.log_format {
+        Some(text) => text
+            .parse::<LogFormat>()
+            .map_err(|e| anyhow::anyhow!("--log-format: {e}"))?,
+        None => config.log_format.unwrap_or_default(),
+    };
+    super::logging::install(log_format, super::logging::RUN_FILTER)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(host(config, run_for, args.takeover))
+    runtime.block_on(async {
+        // From here on SIGTERM and Ctrl-C ask for the graceful stop instead of ending the
+        // process, also while the host is still starting.
+        let (stopper, requests) = super::signals::channel();
+        super::signals::listen(stopper).context("cannot listen for stop signals")?;
+        host(config, run_for, args.takeover, requests).await
+    })
 }
 
-async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Result<()> {
+/// The host until it has stopped: start, print runs, and stop gracefully on the first of
+/// `stop` (see [`super::signals`]), the end of `run_for`, or a takeover of its node id.
+async fn host(
+    config: Config,
+    run_for: Option<Duration>,
+    takeover: bool,
+    mut stop: StopRequests,
+) -> Result<()> {
     if let Some(dir) = config
         .database
         .sqlite_path()
@@ -65,18 +90,22 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
     }
-    let store = config
-        .database
-        .open(Some(super::db::progress_observer()))
-        .await?;
-    println!(
+    // Opening may wait on an unreachable database: a stop request ends the wait.
+    let store = tokio::select! {
+        store = config.database.open(Some(super::db::progress_log())) => store?,
+        request = stop.next() => {
+            outln!("stopping: {} while opening {}; nothing was started", request.why, config.database)?;
+            return Ok(());
+        }
+    };
+    outln!(
         "takt {} on {} (node {}, capacity {}, config {})",
         env!("CARGO_PKG_VERSION"),
         config.database,
         config.node_id,
         config.capacity,
         config.file.display()
-    );
+    )?;
 
     let sql = sql_options(&config)?;
     let sql_names = sql.names();
@@ -100,25 +129,25 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
     let plugins = registry.current();
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
-        println!(
+        outln!(
             "plugin {} {} loaded{}: {}",
             p.name,
             p.version,
             if p.is_isolated() { " (isolated)" } else { "" },
             handlers.join(", ")
-        );
+        )?;
     }
     for r in plugins.refusals() {
-        println!(
+        outln!(
             "plugin file {} refused: {}; fix: {}",
             r.file.display(),
             r.reason,
             r.fix
-        );
+        )?;
     }
     match &config.exe_allowlist {
-        None => println!("exe::run may start any program: set [exe] allowlist to restrict it"),
-        Some(list) => println!(
+        None => outln!("exe::run may start any program: set [exe] allowlist to restrict it")?,
+        Some(list) => outln!(
             "exe::run may start only: {}",
             if list.is_empty() {
                 "nothing (the allowlist is empty)".to_string()
@@ -128,24 +157,24 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
                     .collect::<Vec<_>>()
                     .join(", ")
             }
-        ),
+        )?,
     }
     if sql_names.is_empty() {
-        println!("sql::proc has no connections: add them to [sql.connections]");
+        outln!("sql::proc has no connections: add them to [sql.connections]")?;
     } else {
-        println!("sql::proc connections: {}", sql_names.join(", "));
+        outln!("sql::proc connections: {}", sql_names.join(", "))?;
     }
     if plugins
         .plugins()
         .iter()
         .all(|p| p.file == Path::new(STATIC_ORIGIN))
     {
-        println!(
+        outln!(
             "no plugin loaded from {}: every run will fail; build the plugins (`cargo build`) or \
              set plugin_dir in {}",
             config.plugin_dir.display(),
             config.file.display()
-        );
+        )?;
     }
 
     let executor = Executor::new(ExecutorConfig {
@@ -159,9 +188,12 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
     sched_config.renew_every = config.renew_every;
     sched_config.plugin_watch = config.plugin_watch;
     sched_config.takeover = takeover;
+    // The runs this process claims carry it: what is still `running` under it after the stop
+    // was not recorded (see `unrecorded`).
+    let instance = sched_config.instance.clone();
     let clock = Arc::new(OffsetClock::new(test_clock_skew()?));
     if let Some(offset) = sync_clock(&store, &clock).await? {
-        println!(
+        outln!(
             "scheduling by the database clock: it is {} ms {} this node's",
             offset.as_millis().abs(),
             if offset.is_negative() {
@@ -169,7 +201,14 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
             } else {
                 "ahead of"
             }
-        );
+        )?;
+    }
+    if let Some(request) = stop.try_next() {
+        outln!(
+            "stopping: {} during the start; nothing was started",
+            request.why
+        )?;
+        return Ok(());
     }
     let scheduler = Scheduler::with_plugins(
         sched_config,
@@ -218,20 +257,25 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
         .collect();
     scheduled.sort_by_key(|(_, n)| *n);
     for (name, next) in &scheduled {
-        println!("job {name}: next fire {}", short_time(*next));
+        outln!("job {name}: next fire {}", short_time(*next))?;
     }
     match run_for {
-        Some(d) => println!(
-            "running for {}; Ctrl-C stops earlier",
+        Some(d) => outln!(
+            "running for {}; Ctrl-C or SIGTERM stops earlier",
             format_duration(d.as_secs())
-        ),
-        None => println!("running; Ctrl-C stops"),
+        )?,
+        None => outln!("running; Ctrl-C or SIGTERM stops")?,
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "{:<8}  {:<24}  {:<8}  {:>7}  {:<9}  {:>8}",
-        "UTC", "JOB", "FIRE", "ATTEMPT", "STATE", "ELAPSED"
-    );
+        "UTC",
+        "JOB",
+        "FIRE",
+        "ATTEMPT",
+        "STATE",
+        "ELAPSED"
+    )?;
 
     let mut printer = Printer {
         store: store.clone(),
@@ -242,10 +286,8 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
     // Set when another process takes this node id over: the node stops, and so does takt run.
     let mut taken_over: Option<String> = None;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     let mut hangup = super::plugin::Hangup::new()?;
-    loop {
+    let why = loop {
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d).await,
@@ -256,50 +298,37 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
             ev = events.recv() => match ev {
                 Ok(SchedulerEvent::TakenOver { message }) => {
                     taken_over = Some(message);
-                    break;
+                    break format!("node {} was taken over by another process", config.node_id);
                 }
-                Ok(ev) => printer.print(&ev, &mut names).await,
-                Err(RecvError::Lagged(n)) => println!("({n} run events not shown: the terminal is slower than the runs)"),
-                Err(RecvError::Closed) => break,
+                Ok(ev) => printer.print(&ev, &mut names).await?,
+                Err(RecvError::Lagged(n)) => outln!("({n} run events not shown: the terminal is slower than the runs)")?,
+                Err(RecvError::Closed) => break "the scheduler ended".to_string(),
             },
-            _ = &mut ctrl_c => { println!("interrupted"); break; }
-            () = hangup.recv() => super::plugin::reload_on_hangup(&handle).await,
-            () = sleep => break,
+            request = stop.next() => break request.why,
+            () = hangup.recv() => super::plugin::reload_on_hangup(&handle).await?,
+            () = sleep => break format!(
+                "--for {} has passed",
+                format_duration(run_for.unwrap_or_default().as_secs())
+            ),
         }
-    }
+    };
 
-    // The scheduler stops claiming, lets running runs finish for up to `grace`, then cancels
-    // the rest as shutdown; their ends are shown as they come.
-    let running = handle.running();
-    if running > 0 {
-        println!(
-            "stopping: waiting up to {} for {running} running runs",
-            format_duration(config.grace.as_secs())
-        );
-    } else {
-        println!("stopping");
-    }
-    let stopped = handle.shutdown(config.grace);
-    tokio::pin!(stopped);
-    loop {
-        tokio::select! {
-            () = &mut stopped => break,
-            ev = events.recv() => match ev {
-                Ok(ev) => printer.print(&ev, &mut names).await,
-                Err(RecvError::Lagged(_)) => {}
-                Err(RecvError::Closed) => {
-                    (&mut stopped).await;
-                    break;
-                }
-            },
-        }
-    }
+    let forced = stop_gracefully(
+        &handle,
+        config.grace,
+        &why,
+        &mut stop,
+        &mut events,
+        &mut printer,
+        &mut names,
+    )
+    .await?;
     keeper.abort();
     if let Some(l) = listener {
         l.abort();
     }
     while let Ok(ev) = events.try_recv() {
-        printer.print(&ev, &mut names).await;
+        printer.print(&ev, &mut names).await?;
     }
 
     let ended: Vec<String> = printer
@@ -307,17 +336,130 @@ async fn host(config: Config, run_for: Option<Duration>, takeover: bool) -> Resu
         .iter()
         .map(|(state, n)| format!("{n} {state}"))
         .collect();
-    println!(
-        "summary: {} attempts started{}{}; every run is recorded in {}",
+    let started = format!(
+        "summary: {} attempts started{}{}",
         printer.started,
         if ended.is_empty() { "" } else { ", " },
-        ended.join(", "),
-        config.database
+        ended.join(", ")
     );
-    match taken_over {
-        Some(message) => Err(anyhow::anyhow!(message)),
-        None => Ok(()),
+    if let Some(message) = taken_over {
+        // The node id is another process's now: runs this one could not finish are recovered
+        // by it when their leases expire, and the takeover is the error to report.
+        outln!("{started}")?;
+        bail!(message);
     }
+    match unrecorded(&store, &instance).await {
+        Ok(0) => outln!("{started}; every run is recorded in {}", config.database)?,
+        Ok(n) => {
+            outln!("{started}")?;
+            bail!(
+                "{n} runs of node {} are still recorded as running in {}: their ends could not \
+                 be stored; the node's next start fails them as \"{NODE_RESTARTED}\" and \
+                 retries them per their jobs' policies",
+                config.node_id,
+                config.database
+            );
+        }
+        Err(e) => {
+            outln!("{started}")?;
+            bail!(
+                "cannot check that every run of node {} is recorded in {}: {e}; runs left \
+                 running are failed as \"{NODE_RESTARTED}\" at the node's next start",
+                config.node_id,
+                config.database
+            );
+        }
+    }
+    if forced > 0 {
+        bail!(
+            "the stop was forced by a second stop request: {forced} running runs were cancelled \
+             without their grace (each is recorded cancelled, reason shutdown)"
+        );
+    }
+    Ok(())
+}
+
+/// The graceful stop after the first stop request (`why`): the scheduler claims nothing
+/// more, running runs may finish within `grace`, the rest are cancelled as shutdown, and
+/// their ends are printed as they come. A second request cuts the drain short (the runs are
+/// cancelled at once, and still recorded); a third ends the process without waiting (exit
+/// 1). Returns how many runs the second request cancelled (0: the stop was not forced).
+///
+/// A service wrapper (systemd, a Windows service) reaches this through the [`StopRequests`]
+/// given to [`host`].
+async fn stop_gracefully(
+    handle: &SchedulerHandle<AnyStore>,
+    grace: Duration,
+    why: &str,
+    stop: &mut StopRequests,
+    events: &mut broadcast::Receiver<SchedulerEvent>,
+    printer: &mut Printer,
+    names: &mut HashMap<JobId, String>,
+) -> Result<usize> {
+    match handle.running() {
+        0 => outln!("stopping: {why}; no run is running")?,
+        running => outln!(
+            "stopping: {why}; waiting up to {} for {running} running runs (a second Ctrl-C or \
+             SIGTERM cancels them now)",
+            format_duration(grace.as_secs())
+        )?,
+    }
+    let stopped = handle.shutdown(grace);
+    tokio::pin!(stopped);
+    let mut forced = None;
+    loop {
+        tokio::select! {
+            () = &mut stopped => break,
+            ev = events.recv() => match ev {
+                Ok(ev) => printer.print(&ev, names).await?,
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => {
+                    (&mut stopped).await;
+                    break;
+                }
+            },
+            request = stop.next() => {
+                if forced.is_some() {
+                    outln!(
+                        "stopping: {} again: exiting now; runs still running are failed as \
+                         \"{NODE_RESTARTED}\" at this node's next start",
+                        request.why
+                    )?;
+                    std::process::exit(1);
+                }
+                let running = handle.running();
+                outln!(
+                    "stopping: {}: second stop request, cancelling {running} running runs now \
+                     (a third one exits without waiting for them)",
+                    request.why
+                )?;
+                forced = Some(running);
+                // Shortens the drain the first call is in; returns at once.
+                handle.shutdown(Duration::ZERO).await;
+            }
+        }
+    }
+    Ok(forced.unwrap_or(0))
+}
+
+/// How many runs this process (its node `instance`) claimed are still recorded `running`:
+/// after a complete stop, those whose ends could not be stored. Runs an earlier process of
+/// the same node id left behind (recovered when their leases expire) are not this one's.
+async fn unrecorded(
+    store: &AnyStore,
+    instance: &takt_core::node::InstanceId,
+) -> Result<usize, takt_core::store::StoreError> {
+    let filter = RunFilter {
+        job: None,
+        state: Some(RunState::Running),
+        limit: 10_000,
+    };
+    Ok(store
+        .run_list(&filter)
+        .await?
+        .iter()
+        .filter(|r| r.node_instance.as_ref() == Some(instance))
+        .count())
 }
 
 /// `TAKT_TEST_CLOCK_SKEW` (seconds, may be negative): shifts this process's clock, so a test
@@ -430,11 +572,12 @@ async fn sync_jobs(
         if crate::builtin::is_builtin(&job.handler_type) {
             // Checked when the config was read.
         } else if let Err(e) = plugins.resolve(&job.handler_type) {
-            println!(
+            outln!(
                 "warning: job {}: handler \"{}\" does not resolve ({e}); its runs will be \
                  recorded as failed until a plugin provides it",
-                job.name, job.handler_type
-            );
+                job.name,
+                job.handler_type
+            )?;
         }
     }
     for old in &stored {
@@ -444,18 +587,18 @@ async fn sync_jobs(
             && let Some(id) = old.id
         {
             handle.set_enabled(id, false).await?;
-            println!(
+            outln!(
                 "job {} is no longer in {}: disabled (its history is kept)",
                 old.name,
                 config.file.display()
-            );
+            )?;
             disabled += 1;
         }
     }
-    println!(
+    outln!(
         "jobs from {}: {added} added, {updated} updated, {unchanged} unchanged, {disabled} disabled",
         config.file.display()
-    );
+    )?;
     Ok(())
 }
 
@@ -469,7 +612,13 @@ struct Printer {
 }
 
 impl Printer {
-    async fn print(&mut self, ev: &SchedulerEvent, names: &mut HashMap<JobId, String>) {
+    /// Prints one event's line (and, for an end, the run's error and new log lines). Never
+    /// fails in practice: `takt run` writes stdout in [`out::Mode::KeepRunning`].
+    async fn print(
+        &mut self,
+        ev: &SchedulerEvent,
+        names: &mut HashMap<JobId, String>,
+    ) -> Result<()> {
         let (run, job, fire, attempt, state) = match ev {
             SchedulerEvent::Started {
                 run,
@@ -488,30 +637,27 @@ impl Printer {
                 state,
             } => (*run, *job, *fire_time, *attempt, Some(*state)),
             SchedulerEvent::StoreUnavailable { error } => {
-                println!(
+                outln!(
                     "{}  database unavailable: {error}; runs that end meanwhile are kept and \
                      recorded when it is back; retrying",
                     short_time(Timestamp::now())
-                );
-                return;
+                )?;
+                return Ok(());
             }
             SchedulerEvent::StoreRecovered { down_for } => {
-                println!(
+                outln!(
                     "{}  database back after {:.1}s; fires that fell due meanwhile follow \
                      their misfire policy",
                     short_time(Timestamp::now()),
                     down_for.as_secs_f64()
-                );
-                return;
+                )?;
+                return Ok(());
             }
             SchedulerEvent::TakenOver { message } => {
-                println!("{}  {message}", short_time(Timestamp::now()));
-                return;
+                outln!("{}  {message}", short_time(Timestamp::now()))?;
+                return Ok(());
             }
-            other => {
-                super::plugin::print_event(other, &short_time(Timestamp::now()));
-                return;
-            }
+            other => return super::plugin::print_event(other, &short_time(Timestamp::now())),
         };
         if !names.contains_key(&job)
             && let Ok(Some(j)) = self.store.job_get(job).await
@@ -533,7 +679,7 @@ impl Printer {
             Some(RunState::Pending) => "retrying".to_string(),
             Some(s) => s.name().to_string(),
         };
-        println!(
+        outln!(
             "{:<8}  {:<24}  {:<8}  {:>7}  {:<9}  {:>8}",
             short_time(Timestamp::now()),
             name,
@@ -541,21 +687,22 @@ impl Printer {
             attempt,
             shown_state,
             elapsed
-        );
+        )?;
         if state.is_none() {
-            return;
+            return Ok(());
         }
         *self.counts.entry(shown_state).or_default() += 1;
         if let Some(error) = stored.as_ref().and_then(|r| r.error.as_deref()) {
-            println!("          error: {error}");
+            outln!("          error: {error}")?;
         }
         let after = self.log_seen.get(&run).copied();
         if let Ok(lines) = self.store.log_list(run, after, 1000).await {
             for (seq, line) in lines {
-                println!("          {:<5} {}", line.level.name(), line.message);
+                outln!("          {:<5} {}", line.level.name(), line.message)?;
                 self.log_seen.insert(run, seq);
             }
         }
+        Ok(())
     }
 }
 

@@ -30,8 +30,13 @@ pub(super) struct RunsArgs {
     #[arg(long, value_name = "STATE")]
     state: Option<String>,
     /// The most runs to print.
-    #[arg(long, default_value_t = 50, value_name = "N")]
-    limit: usize,
+    #[arg(
+        long,
+        default_value = "50",
+        value_name = "N",
+        allow_hyphen_values = true
+    )]
+    limit: String,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -42,7 +47,8 @@ pub(super) struct RunsArgs {
 #[derive(Debug, Args)]
 pub(super) struct LogsArgs {
     /// The run's id (see `takt runs`).
-    run_id: i64,
+    #[arg(allow_hyphen_values = true)]
+    run_id: String,
     /// Keep printing new lines (polling every 500 ms) until the run reaches a final state.
     #[arg(long)]
     follow: bool,
@@ -96,9 +102,7 @@ fn elapsed_text(d: Duration) -> String {
 }
 
 pub(super) fn runs(a: RunsArgs) -> Result<()> {
-    if a.limit == 0 {
-        return Err(anyhow!("--limit must be at least 1"));
-    }
+    let limit = super::args::number("--limit", &a.limit, "a count", 1)?;
     let state = match &a.state {
         Some(s) => Some(RunState::from_name(s).ok_or_else(|| {
             anyhow!("--state: unknown run state \"{s}\"; use one of pending, running, succeeded, failed, cancelled, timed_out, skipped")
@@ -123,11 +127,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
         }
         None => None,
     };
-    let filter = RunFilter {
-        job,
-        state,
-        limit: a.limit,
-    };
+    let filter = RunFilter { job, state, limit };
     let list = block_on(store.run_list(&filter))??;
     let name_of = |r: &Run| {
         names
@@ -137,11 +137,11 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
     };
     if a.json {
         let all: Vec<Value> = list.iter().map(|r| run_json(r, &name_of(r))).collect();
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", serde_json::to_string_pretty(&all)?)?;
         return Ok(());
     }
     if list.is_empty() {
-        println!("no runs");
+        outln!("no runs")?;
         return Ok(());
     }
     let mut t = Table::new([
@@ -172,7 +172,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
                 .map_or(String::new(), |e| truncate(e, ERROR_CHARS)),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(())
 }
 
@@ -205,19 +205,19 @@ fn line_text(l: &LogLine) -> String {
 }
 
 pub(super) fn logs(a: LogsArgs) -> Result<()> {
+    let id = RunId(super::args::number("RUN_ID", &a.run_id, "a run id", 1)?);
     let store = a.db.open()?;
-    let id = RunId(a.run_id);
     let run = get_run(&store, id)?;
     if !a.follow {
         let lines = read_lines(&store, id, None)?;
         if a.json {
             let all: Vec<Value> = lines.iter().map(|(s, l)| line_json(*s, l)).collect();
-            println!("{}", serde_json::to_string_pretty(&all)?);
+            outln!("{}", serde_json::to_string_pretty(&all)?)?;
         } else if lines.is_empty() {
-            println!("no log lines for run {id} ({})", run.state.name());
+            outln!("no log lines for run {id} ({})", run.state.name())?;
         } else {
             for (_, l) in &lines {
-                println!("{}", line_text(l));
+                outln!("{}", line_text(l))?;
             }
         }
         return Ok(());
@@ -229,9 +229,9 @@ pub(super) fn logs(a: LogsArgs) -> Result<()> {
         for (seq, l) in read_lines(&store, id, after)? {
             after = Some(seq);
             if a.json {
-                println!("{}", line_json(seq, &l));
+                outln!("{}", line_json(seq, &l))?;
             } else {
-                println!("{}", line_text(&l));
+                outln!("{}", line_text(&l))?;
             }
         }
         if done {

@@ -5,8 +5,8 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use takt_core::Timestamp;
 use takt_core::schedule::{
-    FoldPolicy, GapPolicy, Occurrence, OccurrenceKind, Rule, Schedule, SkipReason, format_offset,
-    tzdb_version,
+    FoldPolicy, GapPolicy, Occurrence, OccurrenceKind, Rule, Schedule, SkipReason, format_duration,
+    format_offset, tzdb_version,
 };
 
 use super::table::Table;
@@ -50,7 +50,7 @@ struct RuleArgs {
     #[arg(long, value_name = "SPEC")]
     calendar: Option<String>,
     /// A fixed interval of elapsed time: `90s`, `5m`, `1h30m`.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     every: Option<String>,
     /// Once, at an instant (`2026-12-01T06:00:00Z`) or a wall-clock time in --tz.
     #[arg(long, value_name = "INSTANT")]
@@ -68,9 +68,15 @@ pub(super) struct Options {
     /// Start after this instant (or wall-clock time in --tz) [default: now].
     #[arg(long, value_name = "INSTANT")]
     from: Option<String>,
-    /// How many occurrences to print.
-    #[arg(short = 'n', long = "count", default_value_t = 10, value_name = "N")]
-    count: usize,
+    /// How many occurrences to print (1 to 10000).
+    #[arg(
+        short = 'n',
+        long = "count",
+        default_value = "10",
+        value_name = "N",
+        allow_hyphen_values = true
+    )]
+    count: String,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -91,6 +97,9 @@ pub(super) struct Options {
 pub(super) fn run(cmd: ScheduleCmd) -> Result<()> {
     match cmd {
         ScheduleCmd::Next(args) => {
+            if let Some(e) = &args.rule.every {
+                super::args::not_negative("--every", e)?;
+            }
             let mut spec = match &args.rule.spec {
                 Some(text) => read_spec(text)?,
                 None => ScheduleSpec {
@@ -144,22 +153,23 @@ fn apply_options(spec: &mut ScheduleSpec, o: &Options) {
 }
 
 fn next(spec: &ScheduleSpec, o: &Options) -> Result<()> {
-    if o.count == 0 || o.count > MAX_COUNT {
-        bail!("-n must be between 1 and {MAX_COUNT}, got {}", o.count);
+    let count = super::args::number("-n", &o.count, "a count", 0)?;
+    if count == 0 || count > MAX_COUNT {
+        bail!("-n must be between 1 and {MAX_COUNT}, got {count}");
     }
     let schedule = spec.to_schedule().context("invalid schedule")?;
     let from = match &o.from {
         Some(f) => parse_instant(f, schedule.zone()).map_err(|e| anyhow::anyhow!("--from: {e}"))?,
         None => Timestamp::now(),
     };
-    let occurrences: Vec<Occurrence> = schedule.iter_after(from).take(o.count).collect();
+    let occurrences: Vec<Occurrence> = schedule.iter_after(from).take(count).collect();
     if o.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&as_json(&schedule, from, &occurrences))?
-        );
+        )?;
     } else {
-        print!("{}", as_text(&schedule, from, &occurrences));
+        out!("{}", as_text(&schedule, from, &occurrences))?;
     }
     Ok(())
 }
@@ -168,7 +178,18 @@ fn rule_text(s: &Schedule) -> (&'static str, String) {
     match s.rule() {
         Rule::Cron(c) => ("cron", c.to_string()),
         Rule::Calendar(c) => ("calendar", c.to_string()),
-        Rule::Interval(i) => ("every", i.describe()),
+        // `describe` says "every 5m": the kind already says "every".
+        Rule::Interval(i) if i.anchor() == Timestamp::UNIX_EPOCH => {
+            ("every", format_duration(i.period_seconds()))
+        }
+        Rule::Interval(i) => (
+            "every",
+            format!(
+                "{} from {}",
+                format_duration(i.period_seconds()),
+                i.anchor()
+            ),
+        ),
         Rule::Once(t) => ("at", t.to_string()),
         _ => ("rule", String::new()),
     }

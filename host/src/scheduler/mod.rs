@@ -764,13 +764,25 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     ///
     /// `Duration::ZERO` skips the drain: cancel at once.
     ///
+    /// A call while another one drains shortens that drain to its own grace (never lengthens
+    /// it) and returns at once: `shutdown(Duration::ZERO)` during a drain cancels the running
+    /// runs now, still recording each (an operator's second Ctrl-C); the first call returns
+    /// when the stop is complete.
+    ///
     /// [`ExecutorConfig::grace`]: crate::executor::ExecutorConfig::grace
     pub async fn shutdown(&self, grace: Duration) {
-        *self
-            .shared
-            .shutdown_grace
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = grace;
+        {
+            let mut g = self
+                .shared
+                .shutdown_grace
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *g = if self.shared.stopping.load(Ordering::SeqCst) {
+                (*g).min(grace)
+            } else {
+                grace
+            };
+        }
         self.shared.stopping.store(true, Ordering::SeqCst);
         self.shared.notify.notify_one();
         let task = self.task.lock().await.take();
@@ -935,12 +947,14 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
 /// their leases meanwhile (a grace longer than the lease must not let another node recover
 /// runs that are about to end here).
 async fn drain<S: Store>(shared: &Shared<S>, runs: &mut JoinSet<()>, mut next_renew: Timestamp) {
-    let grace = *shared
-        .shutdown_grace
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    let deadline = tokio::time::Instant::now() + grace;
+    let started = tokio::time::Instant::now();
     loop {
+        // Read on every turn: a second `shutdown` may have shortened it (and notified).
+        let grace = *shared
+            .shutdown_grace
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let deadline = started + grace;
         while runs.try_join_next().is_some() {}
         if runs.is_empty() {
             return;
@@ -958,6 +972,7 @@ async fn drain<S: Store>(shared: &Shared<S>, runs: &mut JoinSet<()>, mut next_re
             _ = runs.join_next() => {}
             () = tokio::time::sleep_until(deadline) => return,
             () = shared.clock.sleep_until(next_renew) => {}
+            () = shared.notify.notified() => {}
         }
     }
 }

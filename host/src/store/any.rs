@@ -57,7 +57,7 @@ impl Database {
             Ok(Database::Postgres {
                 url: text.to_string(),
                 schema: None,
-                pool_size: PgOptions::new("").pool_size,
+                pool_size: PgOptions::new("").pool.pool_size,
             })
         } else if let Some(scheme) = url_scheme(text) {
             Err(format!(
@@ -131,14 +131,14 @@ impl Database {
             } => {
                 let mut options = PgOptions::new(url.clone()).with_pool_size(*pool_size);
                 options.schema.clone_from(schema);
-                options.on_migration = observer;
-                options.migrate = migrate;
+                options.pool.on_migration = observer;
+                options.pool.migrate = migrate;
                 Ok(AnyStore::Postgres(PgStore::connect(&options).await?))
             }
             Database::Mssql { connection_string } => {
                 let mut options = MssqlOptions::new(connection_string.clone());
-                options.on_migration = observer;
-                options.migrate = migrate;
+                options.pool.on_migration = observer;
+                options.pool.migrate = migrate;
                 Ok(AnyStore::Mssql(MssqlStore::connect(&options).await?))
             }
         }

@@ -2,6 +2,9 @@
 //! applied, progress reports for operators, and the refusals of a schema that is not this
 //! binary's. Each backend applies its own numbered files (`sql/<backend>/`) in its own way
 //! (`sqlite/migrate.rs`, `postgres/migrate.rs`, `mssql/migrate.rs`).
+//!
+//! Also here: [`PoolOptions`], how a server store's pool connects, and the pause of its
+//! retries — the same for PostgreSQL and SQL Server.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +20,13 @@ pub struct Migration {
     pub name: &'static str,
     /// Its SQL.
     pub sql: &'static str,
+}
+
+impl Migration {
+    /// Migration `version` named `name` with `sql` (the file's text, `include_str!`).
+    pub const fn new(version: u32, name: &'static str, sql: &'static str) -> Migration {
+        Migration { version, name, sql }
+    }
 }
 
 /// A migration applied at open or by `takt db migrate`.
@@ -77,12 +87,7 @@ impl Eq for MigrationObserver {}
 /// For a command that must not change the schema (everything but `takt init`, `takt db
 /// migrate` and `takt run`): refuses a database whose schema is not this binary's, saying how
 /// to bring it there. `current` 0 means no takt tables at all.
-pub(crate) fn require_current(
-    shown: &str,
-    current: u32,
-    latest: u32,
-    newer: fn(&str, u32, u32) -> StoreError,
-) -> StoreResult<()> {
+pub(crate) fn require_current(shown: &str, current: u32, latest: u32) -> StoreResult<()> {
     match current {
         0 => Err(no_database(shown)),
         v if v < latest => Err(StoreError::invalid(format!(
@@ -90,7 +95,7 @@ pub(crate) fn require_current(
              {latest}; run `takt db migrate` on it (or start `takt run`, which migrates); this \
              command changed nothing"
         ))),
-        v if v > latest => Err(newer(shown, v, latest)),
+        v if v > latest => Err(newer_schema(shown, v, latest)),
         _ => Ok(()),
     }
 }
@@ -103,11 +108,51 @@ pub(crate) fn no_database(shown: &str) -> StoreError {
     ))
 }
 
-/// The refusal of a server database (PostgreSQL, SQL Server) migrated by a newer takt.
-pub(crate) fn newer_server_schema(shown: &str, version: u32, latest: u32) -> StoreError {
+/// The refusal of a database migrated by a newer takt, the same words for every backend: a
+/// binary must never write to a schema it does not know, and the operator must learn both ways
+/// out (a newer binary, or the backup taken before the upgrade).
+pub(crate) fn newer_schema(shown: &str, found: u32, latest: u32) -> StoreError {
     StoreError::other(format!(
-        "the database {shown} has schema version {version}, newer than this takt knows \
-         ({latest}); run a takt at least as new as the one that migrated it (takt left it \
-         untouched)"
+        "the database {shown} has schema version {found}, but this takt knows versions 1 to \
+         {latest} only (the database was migrated by a newer takt); run that takt version or a \
+         newer one, or restore a backup taken before the upgrade; takt left it untouched"
     ))
+}
+
+/// How a server store's (PostgreSQL's, SQL Server's) connection pool behaves, and whether
+/// connecting migrates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolOptions {
+    /// The most connections the pool opens. Default 8: the loop uses one at a time,
+    /// finishing runs and log forwarders the rest.
+    pub pool_size: usize,
+    /// How long opening a connection, or waiting for a free one, may take before the call
+    /// fails as transient. Default 5 s.
+    pub connect_timeout: Duration,
+    /// Told what the migrations applied at connect are doing (none by default).
+    pub on_migration: Option<MigrationObserver>,
+    /// Create what is missing and apply the migrations the database lacks (the default: a
+    /// host and `takt db migrate`). `false` connects only to an existing takt database at
+    /// this binary's version and refuses anything else, creating and changing nothing: what
+    /// read-only commands use (a `takt job list` must never create tables in a shared
+    /// database).
+    pub migrate: bool,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(5),
+            on_migration: None,
+            migrate: true,
+        }
+    }
+}
+
+/// The pause of a server store between tries of a call that failed transiently.
+pub(crate) async fn server_pause(what: &str, error: &StoreError, pause: Duration) {
+    tracing::debug!("{what}: {error}; retrying in {} ms", pause.as_millis());
+    tokio::time::sleep(pause).await;
 }

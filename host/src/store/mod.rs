@@ -8,19 +8,20 @@
 //!   migrations of `sql/mssql/`. For several nodes on the database the seeds already use.
 //!
 //! The in-memory reference store lives in the core ([`takt_core::store::memory`]); every
-//! backend here passes the core's conformance suite ([`takt_core::store::conformance`]).
+//! backend here passes the core's conformance suite ([`takt_core::store::conformance`]) and
+//! the migration checks of [`mod@conformance`].
 
 pub mod any;
+pub mod conformance;
 mod host_lock;
 pub mod migrate;
 pub mod mssql;
 pub mod postgres;
-mod retry;
 mod rows;
 pub mod sqlite;
 
 pub use any::{AnyStore, Database, is_mssql_connection_string, is_postgres_url};
-pub use migrate::{AppliedMigration, Migration, MigrationEvent, MigrationObserver};
+pub use migrate::{AppliedMigration, Migration, MigrationEvent, MigrationObserver, PoolOptions};
 pub use mssql::{MSSQL_MIGRATIONS, MssqlOptions, MssqlStore, mssql_latest_version};
 pub use postgres::{PG_MIGRATIONS, PgOptions, PgStore, pg_latest_version};
 pub use sqlite::migrate::migrate;

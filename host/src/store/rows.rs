@@ -10,7 +10,7 @@ use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority};
 use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason};
-use takt_core::store::{StoreError, StoreResult};
+use takt_core::store::{DueJob, StoreError, StoreResult};
 
 use crate::spec::ScheduleSpec;
 
@@ -398,6 +398,43 @@ impl NodeRow {
             heartbeat_at: opt_ts("heartbeat_at", self.heartbeat_at)?,
             stopped_at: opt_ts("stopped_at", self.stopped_at)?,
             running: u64::try_from(running).unwrap_or(0),
+        })
+    }
+}
+
+/// A due job as the due queries read it: the claim-order columns the loop decides on, and
+/// the job's running and pending run counts.
+pub(crate) struct DueRow {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) next_fire: i64,
+    pub(crate) misfire: String,
+    pub(crate) overlap: String,
+    pub(crate) running: i64,
+    pub(crate) pending: i64,
+}
+
+impl DueRow {
+    pub(crate) fn into_due(self, path: &str) -> StoreResult<DueJob> {
+        let row = format!("job {}", self.id);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let count = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
+        Ok(DueJob {
+            id: JobId(self.id),
+            name: JobName::new(&self.name).map_err(|e| bad("name", &e))?,
+            next_fire: Timestamp::from_millisecond(self.next_fire)
+                .map_err(|e| bad("next_fire", &e))?,
+            misfire: self
+                .misfire
+                .parse::<MisfirePolicy>()
+                .map_err(|e| bad("misfire", &e))?,
+            overlap: self
+                .overlap
+                .parse::<OverlapPolicy>()
+                .map_err(|e| bad("overlap", &e))?,
+            running: count(self.running),
+            pending: count(self.pending),
         })
     }
 }

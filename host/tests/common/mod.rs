@@ -10,10 +10,25 @@
 pub(crate) mod jobs;
 pub(crate) mod mssql;
 pub(crate) mod pg;
+pub(crate) mod process;
 pub(crate) mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// `takt` to run in `dir`, deaf to the developer's own settings: every `TAKT_*` variable
+/// (but the `TAKT_TEST_*` ones the tests read themselves) and `RUST_LOG` are removed.
+pub(crate) fn takt_command(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_takt"));
+    cmd.current_dir(dir);
+    for (var, _) in std::env::vars_os() {
+        let name = var.to_string_lossy();
+        if (name.starts_with("TAKT_") && !name.starts_with("TAKT_TEST_")) || name == "RUST_LOG" {
+            cmd.env_remove(&var);
+        }
+    }
+    cmd
+}
 
 /// `target/<profile>` of the running test binary (`target/<profile>/deps/<test>`): where
 /// `takt` and the plugins land.

@@ -82,6 +82,10 @@ pub struct Param {
     pub name: String,
     /// The SQL type it is bound (and, for an output parameter, declared) as.
     pub ty: SqlType,
+    /// Whether the job named the type (`{"type": …}`) rather than leaving it to be inferred
+    /// from a plain value. PostgreSQL binds every value as the routine's declared type; a
+    /// named type also chooses between overloads that take the same parameter names.
+    pub typed: bool,
     /// The value bound (`Null` for an output parameter without a value).
     pub value: Value,
     /// Whether the procedure writes it back (`OUTPUT` / `INOUT`).
@@ -291,7 +295,7 @@ struct Typed {
 }
 
 fn param(name: &str, spec: &Json) -> Result<Param, String> {
-    let (ty, value, output) = match spec {
+    let (ty, value, output, typed) = match spec {
         Json::Object(map) if map.contains_key("type") => {
             let typed: Typed = serde_json::from_value(spec.clone()).map_err(|e| {
                 format!(
@@ -305,7 +309,7 @@ fn param(name: &str, spec: &Json) -> Result<Param, String> {
                 typed.scale,
                 typed.length.as_ref(),
             )?;
-            (ty, typed.value, typed.output)
+            (ty, typed.value, typed.output, true)
         }
         Json::Object(_) => {
             return Err(
@@ -319,12 +323,13 @@ fn param(name: &str, spec: &Json) -> Result<Param, String> {
                         {\"type\": \"nvarchar\", \"value\": \"[…]\"}"
                 .into());
         }
-        plain => (SqlType::infer(plain), plain.clone(), false),
+        plain => (SqlType::infer(plain), plain.clone(), false, false),
     };
     let value = Value::from_json(&ty, &value)?;
     Ok(Param {
         name: name.to_string(),
         ty,
+        typed,
         value,
         output,
     })

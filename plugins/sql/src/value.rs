@@ -211,25 +211,6 @@ impl SqlType {
             SqlType::VarBinary(n) => format!("varbinary({})", len(n)),
         }
     }
-
-    /// The PostgreSQL name, as used in a cast (built from the enum, never from job text).
-    pub fn postgres(self) -> String {
-        match self {
-            SqlType::TinyInt | SqlType::SmallInt => "smallint".into(),
-            SqlType::Int => "integer".into(),
-            SqlType::BigInt => "bigint".into(),
-            SqlType::Bit => "boolean".into(),
-            SqlType::Decimal { precision, scale } => format!("numeric({precision},{scale})"),
-            SqlType::Float => "double precision".into(),
-            SqlType::Real => "real".into(),
-            SqlType::NVarChar(None) | SqlType::VarChar(None) => "text".into(),
-            SqlType::NVarChar(Some(n)) | SqlType::VarChar(Some(n)) => format!("varchar({n})"),
-            SqlType::Date => "date".into(),
-            SqlType::DateTime | SqlType::DateTime2 => "timestamp".into(),
-            SqlType::Uuid => "uuid".into(),
-            SqlType::VarBinary(_) => "bytea".into(),
-        }
-    }
 }
 
 impl Value {
@@ -339,7 +320,8 @@ impl Value {
         }
     }
 
-    /// The value as PostgreSQL text input for a cast to its type (`None` = NULL).
+    /// The value as PostgreSQL text input, read by the server with the input function of the
+    /// argument's declared type (`None` = NULL).
     pub fn postgres_text(&self) -> Option<String> {
         Some(match self {
             Value::Null => return None,
@@ -490,8 +472,6 @@ mod tests {
         assert_eq!(ty("uuid"), SqlType::Uuid);
         assert_eq!(ty("bytea"), SqlType::VarBinary(None));
         assert_eq!(ty("decimal(18,2)").mssql(), "decimal(18,2)");
-        assert_eq!(ty("decimal(18,2)").postgres(), "numeric(18,2)");
-        assert_eq!(ty("bit").postgres(), "boolean");
         for bad in [
             "money",
             "int(4)",

@@ -21,7 +21,7 @@ use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 /// A tiberius client on a tokio TCP stream.
 pub(crate) type Conn = Client<Compat<TcpStream>>;
 
-pub(crate) use crate::store::retry::{Fail, Retry};
+pub(crate) use takt_core::store::engine::{Fail, Retry};
 
 /// SQL Server error numbers the store acts on.
 mod code {
@@ -35,6 +35,8 @@ mod code {
     pub(super) const PERMISSION_DENIED_DB: u32 = 262;
     pub(super) const CANNOT_OPEN_DATABASE: u32 = 4060;
     pub(super) const LOGIN_FAILED: u32 = 18456;
+    /// What the iridium emulator raises for most of its own errors (`THROW`'s default).
+    pub(super) const EMULATOR_GENERIC: u32 = 50000;
     /// Azure SQL and failover: the database is moving or busy; the documented advice is retry.
     pub(super) const TRANSIENT: [u32; 9] =
         [40613, 40197, 40501, 49918, 49919, 49920, 4221, 10928, 10929];
@@ -54,9 +56,16 @@ pub(crate) fn ms(shown: &str, what: &str, err: tiberius::error::Error) -> Fail {
                      written the same row first: reload and decide again"
                 ))
                 .into(),
-                code::DEADLOCK_VICTIM | code::LOCK_TIMEOUT => Fail::transient(format!(
-                    "{what} in {shown} lost a race with another transaction ({e}); retry"
-                )),
+                // The emulator takes its locks without waiting and reports a conflict as a
+                // generic error 50000: what a real server reports as a lock timeout.
+                n if n == code::DEADLOCK_VICTIM
+                    || n == code::LOCK_TIMEOUT
+                    || (n == code::EMULATOR_GENERIC && t.message().contains("lock conflict")) =>
+                {
+                    Fail::transient(format!(
+                        "{what} in {shown} lost a race with another transaction ({e}); retry"
+                    ))
+                }
                 n if code::TRANSIENT.contains(&n) => Fail::transient(format!(
                     "the database {shown} is unavailable ({what}: {e}); check that the server is up and accepting connections"
                 )),
@@ -96,8 +105,8 @@ pub(crate) fn ms(shown: &str, what: &str, err: tiberius::error::Error) -> Fail {
         ))
         .into(),
         E::Routing { host, port } => Fail::transient(format!(
-            "the server {shown} redirected the connection to {host}:{port} ({what}); takt \
-             retries"
+            "the server {shown} redirected the connection to {host}:{port} ({what}); connect \
+             to the server it redirects to directly"
         )),
         _ => StoreError::other(format!(
             "sql server driver error on {shown} while {what}: {err}"
@@ -116,8 +125,7 @@ pub(crate) async fn open(config: &Config, shown: &str, timeout: Duration) -> Res
             let tcp = TcpStream::connect(&addr).await.map_err(|e| {
                 Fail::transient(format!(
                     "cannot reach the database server {shown} ({e}); check Server=host,port \
-                     in the connection string and that sql server listens on tcp there: takt \
-                     retries"
+                     in the connection string and that sql server listens on tcp there"
                 ))
             })?;
             tcp.set_nodelay(true).ok();

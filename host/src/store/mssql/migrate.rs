@@ -12,26 +12,25 @@ use takt_core::store::StoreError;
 
 use super::conn::{Cells, Fail, Params, Pooled};
 use crate::store::migrate::{
-    AppliedMigration, Migration, MigrationEvent, MigrationObserver, newer_server_schema,
+    AppliedMigration, Migration, MigrationEvent, MigrationObserver, newer_schema,
 };
+
+/// A file of `sql/mssql/`, compiled in.
+macro_rules! sql {
+    ($file:literal) => {
+        include_str!(concat!("../../../../sql/mssql/", $file))
+    };
+}
 
 /// Every SQL Server migration this binary knows, in order.
 pub const MSSQL_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sql: include_str!("../../../../sql/mssql/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "node_identity",
-        sql: include_str!("../../../../sql/mssql/0002_node_identity.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "isolation_plugin_builds",
-        sql: include_str!("../../../../sql/mssql/0003_isolation_plugin_builds.sql"),
-    },
+    Migration::new(1, "init", sql!("0001_init.sql")),
+    Migration::new(2, "node_identity", sql!("0002_node_identity.sql")),
+    Migration::new(
+        3,
+        "isolation_plugin_builds",
+        sql!("0003_isolation_plugin_builds.sql"),
+    ),
 ];
 
 /// The schema version this binary writes for SQL Server.
@@ -114,7 +113,7 @@ pub(super) async fn apply(
 ) -> Result<Vec<AppliedMigration>, Fail> {
     let current = current_version(c, shown).await?;
     if current > mssql_latest_version() {
-        return Err(newer_server_schema(shown, current, mssql_latest_version()).into());
+        return Err(newer_schema(shown, current, mssql_latest_version()).into());
     }
     let mut applied = Vec::new();
     for m in MSSQL_MIGRATIONS.iter().filter(|m| m.version > current) {

@@ -14,27 +14,25 @@ use tokio_postgres::Client;
 
 use super::{Fail, pg};
 use crate::store::migrate::{
-    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY,
-    newer_server_schema,
+    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY, newer_schema,
 };
+
+/// A file of `sql/postgres/`, compiled in.
+macro_rules! sql {
+    ($file:literal) => {
+        include_str!(concat!("../../../../sql/postgres/", $file))
+    };
+}
 
 /// Every PostgreSQL migration this binary knows, in order.
 pub const PG_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sql: include_str!("../../../../sql/postgres/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "node_identity",
-        sql: include_str!("../../../../sql/postgres/0002_node_identity.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "isolation_plugin_builds",
-        sql: include_str!("../../../../sql/postgres/0003_isolation_plugin_builds.sql"),
-    },
+    Migration::new(1, "init", sql!("0001_init.sql")),
+    Migration::new(2, "node_identity", sql!("0002_node_identity.sql")),
+    Migration::new(
+        3,
+        "isolation_plugin_builds",
+        sql!("0003_isolation_plugin_builds.sql"),
+    ),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).
@@ -87,7 +85,7 @@ pub(super) async fn apply(
 ) -> Result<Vec<AppliedMigration>, Fail> {
     let current = current_version(client, shown, schema).await?;
     if current > pg_latest_version() {
-        return Err(newer_server_schema(shown, current, pg_latest_version()).into());
+        return Err(newer_schema(shown, current, pg_latest_version()).into());
     }
     let mut applied = Vec::new();
     for m in PG_MIGRATIONS.iter().filter(|m| m.version > current) {

@@ -12,7 +12,6 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
-use takt_core::policy::{MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{job_missing, run_missing};
 use takt_core::store::engine::{
@@ -22,7 +21,7 @@ use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreR
 
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
-    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, RunRow, corrupt, to_i64,
+    DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, RunRow, corrupt, to_i64,
 };
 
 /// The store's connection for one store call.
@@ -1020,43 +1019,20 @@ impl SqliteConn<'_> {
         for (_, _, id) in due {
             let row = stmt
                 .query_row([id], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, u32>(5)?,
-                        r.get::<_, u32>(6)?,
-                    ))
+                    Ok(DueRow {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        next_fire: r.get(2)?,
+                        misfire: r.get(3)?,
+                        overlap: r.get(4)?,
+                        running: r.get(5)?,
+                        pending: r.get(6)?,
+                    })
                 })
                 .map_err(|e| sql_error(path, "finding due jobs", e))?;
-            rows.push(row);
+            rows.push(row.into_due(path)?);
         }
-        rows.into_iter()
-            .map(
-                |(id, name, next_fire, misfire, overlap, running, pending)| {
-                    let row = format!("job {id}");
-                    let bad = |column: &str, detail: &dyn std::fmt::Display| {
-                        corrupt(path, &row, column, detail)
-                    };
-                    Ok(DueJob {
-                        id: JobId(id),
-                        name: JobName::new(&name).map_err(|e| bad("name", &e))?,
-                        next_fire: Timestamp::from_millisecond(next_fire)
-                            .map_err(|e| bad("next_fire", &e))?,
-                        misfire: misfire
-                            .parse::<MisfirePolicy>()
-                            .map_err(|e| bad("misfire", &e))?,
-                        overlap: overlap
-                            .parse::<OverlapPolicy>()
-                            .map_err(|e| bad("overlap", &e))?,
-                        running,
-                        pending,
-                    })
-                },
-            )
-            .collect()
+        Ok(rows)
     }
 
     fn next_due_at(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {

@@ -153,12 +153,7 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Conne
         // Before anything below writes (switching to WAL rewrites the header of a file that
         // is not in WAL mode yet): a file that is not this takt's database stays as it is.
         let current = migrate::current_version(&conn, &shown)?;
-        crate::store::migrate::require_current(
-            &shown,
-            current,
-            migrate::latest_version(),
-            migrate::newer_schema,
-        )?;
+        crate::store::migrate::require_current(&shown, current, migrate::latest_version())?;
     }
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;

@@ -16,31 +16,26 @@ use takt_core::store::{StoreError, StoreResult};
 use super::SqliteOptions;
 use super::connect::{connect, sql_error};
 use crate::store::migrate::{
-    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY,
+    AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY, newer_schema,
 };
+
+/// A file of `sql/sqlite/`, compiled in.
+macro_rules! sql {
+    ($file:literal) => {
+        include_str!(concat!("../../../../sql/sqlite/", $file))
+    };
+}
 
 /// Every migration this binary knows, in order.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sql: include_str!("../../../../sql/sqlite/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "claim_indexes",
-        sql: include_str!("../../../../sql/sqlite/0002_claim_indexes.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "node_identity",
-        sql: include_str!("../../../../sql/sqlite/0003_node_identity.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "isolation_plugin_builds",
-        sql: include_str!("../../../../sql/sqlite/0004_isolation_plugin_builds.sql"),
-    },
+    Migration::new(1, "init", sql!("0001_init.sql")),
+    Migration::new(2, "claim_indexes", sql!("0002_claim_indexes.sql")),
+    Migration::new(3, "node_identity", sql!("0003_node_identity.sql")),
+    Migration::new(
+        4,
+        "isolation_plugin_builds",
+        sql!("0004_isolation_plugin_builds.sql"),
+    ),
 ];
 
 /// The schema version this binary writes (the last migration's number).
@@ -197,15 +192,6 @@ fn apply_all(
         });
     }
     Ok(applied)
-}
-
-pub(crate) fn newer_schema(path: &str, found: u32, latest: u32) -> StoreError {
-    StoreError::other(format!(
-        "the database {path} has schema version {found}, but this takt knows versions 1 to \
-         {latest} only (the database was migrated by a newer takt); run that takt version or a \
-         newer one, or restore a backup taken before the upgrade; takt left the database \
-         untouched"
-    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,950 @@
+//! The SQL Server dialect's sessions and primitives: a pooled connection for a store call, and
+//! the statements the engine's rules run on it.
+//!
+//! Locked reads take `WITH (UPDLOCK, READPAST, ROWLOCK)` (a row another node's claim holds is
+//! passed over, not waited for); keyed inserts are guarded by `NOT EXISTS … WITH (UPDLOCK,
+//! HOLDLOCK)` under the unique index. Row counts come from `OUTPUT` rows, not the driver's
+//! affected counts (the emulator reports 0). A connection dropped inside a transaction is
+//! closed, never reused, which rolls the transaction back.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
+use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
+use takt_core::store::engine::{
+    Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
+};
+use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreErrorKind};
+
+use super::conn::{Cells, Params, Pooled, text};
+use super::dialect;
+use super::rows::{
+    get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, update_run_if,
+};
+use crate::store::rows::{
+    DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, corrupt, to_i64,
+};
+
+/// The most log lines one `INSERT … VALUES` carries (SQL Server allows 2 100 parameters).
+const LOG_CHUNK: usize = 500;
+
+/// A pooled connection for one store call.
+pub struct MssqlSession {
+    pub(super) pooled: Pooled,
+    pub(super) shown: Arc<str>,
+    pub(super) emulator: bool,
+}
+
+impl std::fmt::Debug for MssqlSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MssqlSession")
+            .field("database", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The primitives on a pooled connection, in a transaction or not.
+pub struct MssqlConn<'a> {
+    c: &'a mut Pooled,
+    shown: &'a str,
+    emulator: bool,
+    tx: bool,
+}
+
+impl Session for MssqlSession {
+    type Conn<'a> = MssqlConn<'a>;
+
+    fn conn(&mut self) -> MssqlConn<'_> {
+        MssqlConn {
+            c: &mut self.pooled,
+            shown: &self.shown,
+            emulator: self.emulator,
+            tx: false,
+        }
+    }
+
+    async fn begin(&mut self, what: &'static str) -> Res<MssqlConn<'_>> {
+        self.pooled.begin(what).await?;
+        Ok(MssqlConn {
+            c: &mut self.pooled,
+            shown: &self.shown,
+            emulator: self.emulator,
+            tx: true,
+        })
+    }
+}
+
+fn top(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl MssqlConn<'_> {
+    /// The nodes (all, or the one named) with their running runs; `lock` takes the row's
+    /// update lock (and its key range while it is missing) to the end of the transaction.
+    ///
+    /// Two plain statements rather than one with a join or a correlated count: the emulator
+    /// returns no rows for `JOIN … ON`, and the node table is small.
+    async fn node_rows(&mut self, only: Option<&NodeId>, lock: bool) -> Res<Vec<NodeStatus>> {
+        let shown = self.shown;
+        let what = "listing nodes";
+        let mut p = self.c.params();
+        let filter = match only {
+            Some(n) => format!(" WHERE id = {}", p.add(n.0.clone())),
+            None => String::new(),
+        };
+        let hint = if lock {
+            " WITH (UPDLOCK, HOLDLOCK)"
+        } else {
+            ""
+        };
+        let rows = self
+            .c
+            .rows(
+                what,
+                &format!("SELECT {NODE_COLUMNS} FROM nodes{hint}{filter} ORDER BY id"),
+                &p,
+            )
+            .await?;
+        let running = self
+            .c
+            .rows(
+                what,
+                "SELECT node_id FROM runs WHERE state = 'running' AND node_id IS NOT NULL",
+                &Params::default(),
+            )
+            .await?;
+        let mut per_node: std::collections::HashMap<String, i64> = Default::default();
+        for r in &running {
+            let cells = Cells {
+                row: r,
+                shown,
+                what: "a running run's node",
+            };
+            if let Some(id) = cells.text(0)? {
+                *per_node.entry(id).or_default() += 1;
+            }
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "a node row",
+            };
+            let row = NodeRow {
+                id: c.text_req(0)?,
+                instance: c.text(1)?,
+                host_name: c.text(2)?.unwrap_or_default(),
+                pid: c.int(3)?,
+                version: c.text(4)?.unwrap_or_default(),
+                capacity: c.int(5)?.unwrap_or(0),
+                tags: c.text(6)?.unwrap_or_else(|| "[]".to_string()),
+                started_at: c.instant(7)?,
+                heartbeat_at: c.instant(8)?,
+                stopped_at: c.instant(9)?,
+            };
+            let running = per_node.get(&row.id).copied().unwrap_or(0);
+            out.push(row.into_status(shown, running)?);
+        }
+        Ok(out)
+    }
+
+    /// The ids a statement's `OUTPUT INSERTED.id` returned.
+    fn ids(&self, rows: &[tiberius::Row], what: &'static str) -> Res<Vec<i64>> {
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Cells {
+                    row: r,
+                    shown: self.shown,
+                    what,
+                }
+                .int_req(0)
+            })
+            .collect::<Result<Vec<_>, _>>()?)
+    }
+}
+
+impl Conn for MssqlConn<'_> {
+    async fn commit(self) -> Res<()> {
+        if self.tx {
+            self.c.commit().await?;
+        }
+        Ok(())
+    }
+
+    // ---- jobs ------------------------------------------------------------------------
+
+    async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
+        get_job(self.c, self.shown, id).await
+    }
+
+    async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE name = {}",
+            p.add(name.as_str().to_string())
+        );
+        let row = self.c.row("reading a job", &sql, &p).await?;
+        Ok(row.map(|r| job_of(&r, self.shown)).transpose()?)
+    }
+
+    async fn job_list(&mut self) -> Res<Vec<JobDef>> {
+        let rows = self
+            .c
+            .rows(
+                "listing jobs",
+                &format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY id"),
+                &Params::default(),
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| job_of(r, self.shown))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn job_insert(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
+        let what = format!("inserting job {}", job.name);
+        let mut row = JobRow::of(job, now)?;
+        row.version = 1;
+        let mut p = self.c.params();
+        let values = job_params(&mut p, row)?;
+        let columns = JOB_COLUMNS.trim_start_matches("id, ");
+        let sql = format!(
+            "INSERT INTO jobs ({columns}) OUTPUT {} SELECT {} \
+             WHERE NOT EXISTS (SELECT 1 FROM jobs WITH (UPDLOCK, HOLDLOCK) WHERE name = {})",
+            inserted(JOB_COLUMNS),
+            values.join(", "),
+            values[0]
+        );
+        match self.c.row(&what, &sql, &p).await {
+            Ok(r) => Ok(r.map(|r| job_of(&r, self.shown)).transpose()?),
+            // The unique index: another process inserted the name between guard and insert.
+            Err(f) if f.error.kind() == StoreErrorKind::Conflict => Ok(None),
+            Err(f) => Err(f),
+        }
+    }
+
+    async fn job_update_if_version(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
+        let Some(id) = job.id else { return Ok(None) };
+        let what = format!("updating job {}", job.name);
+        let expected = to_i64(job.version, "job version")?;
+        let mut row = JobRow::of(job, now)?;
+        row.version = expected + 1;
+        let mut p = self.c.params();
+        let values = job_params(&mut p, row)?;
+        let sets = JOB_COLUMNS
+            .split(", ")
+            .skip(1)
+            .zip(&values)
+            .map(|(col, v)| format!("{col} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "UPDATE jobs SET {sets} OUTPUT {} WHERE id = {} AND version = {}",
+            inserted(JOB_COLUMNS),
+            p.add(id.0),
+            p.add(expected),
+        );
+        let r = self.c.row(&what, &sql, &p).await?;
+        Ok(r.map(|r| job_of(&r, self.shown)).transpose()?)
+    }
+
+    async fn job_delete(&mut self, id: JobId) -> Res<bool> {
+        let what = "deleting a job";
+        // Explicit rather than relying on ON DELETE CASCADE alone: the same statements work
+        // on a database whose foreign keys a DBA created without cascades (and on the
+        // emulator, which has none).
+        let mut p = self.c.params();
+        let j = p.add(id.0);
+        self.c
+            .exec(
+                what,
+                &format!(
+                    "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE job_id = {j}); \
+                     DELETE FROM runs WHERE job_id = {j}"
+                ),
+                &p,
+            )
+            .await?;
+        let n = self
+            .c
+            .rows(
+                what,
+                &format!("DELETE FROM jobs OUTPUT DELETED.id WHERE id = {j}"),
+                &p,
+            )
+            .await?
+            .len();
+        Ok(n > 0)
+    }
+
+    async fn job_set_enabled(
+        &mut self,
+        id: JobId,
+        enabled: bool,
+        now: Timestamp,
+    ) -> Res<Option<JobDef>> {
+        let what = "enabling or disabling a job";
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE jobs SET enabled = {}, version = version + 1, updated_at = {} \
+             OUTPUT {} WHERE id = {}",
+            p.add(enabled),
+            p.at(Some(now.as_millisecond())),
+            inserted(JOB_COLUMNS),
+            p.add(id.0)
+        );
+        let r = self.c.row(what, &sql, &p).await?;
+        Ok(r.map(|r| job_of(&r, self.shown)).transpose()?)
+    }
+
+    async fn job_set_next_fire_if(
+        &mut self,
+        id: JobId,
+        expected: Option<Timestamp>,
+        new: Option<Timestamp>,
+    ) -> Res<bool> {
+        let what = "setting a job's next fire";
+        let mut p = self.c.params();
+        let new = p.at(new.map(Timestamp::as_millisecond));
+        let cond = match expected {
+            Some(e) => format!("next_fire = {}", p.at(Some(e.as_millisecond()))),
+            None => "next_fire IS NULL".to_string(),
+        };
+        let sql = format!(
+            "UPDATE jobs SET next_fire = {new} OUTPUT INSERTED.id WHERE id = {} AND {cond}",
+            p.add(id.0)
+        );
+        Ok(!self.c.rows(what, &sql, &p).await?.is_empty())
+    }
+
+    async fn jobs_due(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> Res<Vec<DueJob>> {
+        let what = "finding due jobs";
+        let shown = self.shown;
+        let mut p = self.c.params();
+        let at = p.at(Some(now.as_millisecond()));
+        let tags = tag_filter(&mut p, "node_tag", tags);
+        let sql = format!(
+            "SELECT TOP ({}) id, name, next_fire, misfire, overlap, \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'running'), \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'pending') \
+             FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at} \
+               AND {tags} \
+             ORDER BY priority, next_fire, id",
+            top(limit)
+        );
+        let rows = self.c.rows(what, &sql, &p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let cells = Cells {
+                row: r,
+                shown,
+                what: "a due job",
+            };
+            out.push(
+                DueRow {
+                    id: cells.int_req(0)?,
+                    name: cells.text_req(1)?,
+                    next_fire: cells.instant_req(2)?,
+                    misfire: cells.text_req(3)?,
+                    overlap: cells.text_req(4)?,
+                    running: cells.int_req(5)?,
+                    pending: cells.int_req(6)?,
+                }
+                .into_due(shown)?,
+            );
+        }
+        Ok(out)
+    }
+
+    async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
+        let what = "finding the next due time";
+        let shown = self.shown;
+        let mut p = self.c.params();
+        let jt = tag_filter(&mut p, "node_tag", tags);
+        let rt = tag_filter(&mut p, "j.node_tag", tags);
+        // Three minima, combined here: LEAST() exists only from SQL Server 2022.
+        let sql = format!(
+            "SELECT \
+               (SELECT MIN(next_fire) FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL \
+                  AND {jt}), \
+               (SELECT MIN(r.next_attempt_at) FROM runs r, jobs j \
+                WHERE j.id = r.job_id AND r.state = N'pending' AND r.next_attempt_at IS NOT NULL \
+                  AND j.enabled = 1 AND {rt}), \
+               (SELECT MIN(r.created_at) FROM runs r, jobs j \
+                WHERE j.id = r.job_id AND r.state = N'pending' AND r.next_attempt_at IS NULL AND j.enabled = 1 \
+                  AND {rt} AND NOT EXISTS (SELECT 1 FROM runs x \
+                                 WHERE x.job_id = r.job_id AND x.state = N'running'))"
+        );
+        let row = self.c.row(what, &sql, &p).await?;
+        let Some(r) = row else { return Ok(None) };
+        let cells = Cells {
+            row: &r,
+            shown,
+            what: "the next due time",
+        };
+        let mut min: Option<i64> = None;
+        for i in 0..3 {
+            if let Some(t) = cells.instant(i)? {
+                min = Some(min.map_or(t, |m| m.min(t)));
+            }
+        }
+        Ok(min
+            .map(|t| {
+                Timestamp::from_millisecond(t)
+                    .map_err(|e| corrupt(shown, "the next due time", "next_fire", e))
+            })
+            .transpose()?)
+    }
+
+    // ---- claiming --------------------------------------------------------------------
+
+    async fn claim_fires(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        exclude: &[JobId],
+        tags: &[String],
+    ) -> Res<Vec<JobDef>> {
+        let mut q = self.c.params();
+        let at = q.at(Some(now.as_millisecond()));
+        let tags = tag_filter(&mut q, "node_tag", tags);
+        let not_handled = if exclude.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " AND id NOT IN ({})",
+                exclude
+                    .iter()
+                    .map(|h| h.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let sql = format!(
+            "SELECT TOP ({}) {JOB_COLUMNS} FROM jobs {} \
+             WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at} \
+               AND {tags}{not_handled} \
+             ORDER BY priority, next_fire, id",
+            top(limit),
+            dialect::claim_hint(self.emulator)
+        );
+        let rows = self.c.rows("finding due jobs", &sql, &q).await?;
+        Ok(rows
+            .iter()
+            .map(|r| job_of(r, self.shown))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn claim_pending(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> Res<Vec<PendingDue>> {
+        let shown = self.shown;
+        let mut q = self.c.params();
+        let at = q.at(Some(now.as_millisecond()));
+        let tags = tag_filter(&mut q, "j.node_tag", tags);
+        let sql = format!(
+            "SELECT TOP ({}) r.id, j.priority, \
+               COALESCE(r.next_attempt_at, r.created_at) \
+             FROM runs r {}, jobs j \
+             WHERE j.id = r.job_id AND r.state = N'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= {at} \
+               AND j.enabled = 1 AND {tags} \
+               AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
+                    (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = N'running')) \
+             ORDER BY j.priority, COALESCE(r.next_attempt_at, r.created_at), r.id",
+            top(limit),
+            dialect::claim_hint(self.emulator)
+        );
+        let rows = self.c.rows("finding due retries", &sql, &q).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let cells = Cells {
+                row: r,
+                shown,
+                what: "a due retry",
+            };
+            let id = cells.int_req(0)?;
+            let priority = cells.int_req(1)?;
+            let at = cells.instant_req(2)?;
+            out.push(PendingDue {
+                id: RunId(id),
+                priority: u16::try_from(priority)
+                    .map_err(|_| corrupt(shown, &format!("run {id}"), "priority", priority))?,
+                due_at: Timestamp::from_millisecond(at)
+                    .map_err(|e| corrupt(shown, &format!("run {id}"), "due time", e))?,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn advance_next_fires(&mut self, moves: &[NextFireMove]) -> Res<usize> {
+        let mut n = 0;
+        for m in moves {
+            let mut q = self.c.params();
+            let sql = format!(
+                "UPDATE jobs SET next_fire = {} OUTPUT INSERTED.id \
+                 WHERE id = {} AND next_fire = {}",
+                q.at(m.new.map(Timestamp::as_millisecond)),
+                q.add(m.job.0),
+                q.at(Some(m.old.as_millisecond())),
+            );
+            n += self.c.rows("advancing next fires", &sql, &q).await?.len();
+        }
+        Ok(n)
+    }
+
+    async fn insert_runs(&mut self, runs: &[Run], token: i64) -> Res<Vec<Run>> {
+        let mut out = Vec::with_capacity(runs.len());
+        for run in runs {
+            let t = if run.state == RunState::Running {
+                token
+            } else {
+                0
+            };
+            match insert_run(self.c, self.shown, run, t).await {
+                Ok(Some(stored)) => out.push(stored),
+                Ok(None) => {}
+                // A unique-key violation means another node inserted the same fire between
+                // the guard and the insert: the transaction was rolled back whole (XACT_ABORT),
+                // so the whole call may run again and will see that node's run.
+                Err(f) if self.tx && f.error.kind() == StoreErrorKind::Conflict => {
+                    return Err(Fail {
+                        retry: Retry::Safe,
+                        ..f
+                    });
+                }
+                Err(f) => return Err(f),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn queued_may_start(&mut self, job: JobId) -> Res<bool> {
+        // Its job's row lock serialises this with another node claiming the job's fire (skip
+        // if that node holds it), and the check sees a run this claim started earlier.
+        let mut q = self.c.params();
+        let sql = format!(
+            "SELECT id FROM jobs {} WHERE id = {}",
+            dialect::claim_hint(self.emulator),
+            q.add(job.0)
+        );
+        let locked = self.c.row("locking a queued run's job", &sql, &q).await?;
+        let mut q = self.c.params();
+        let sql = format!(
+            "SELECT TOP (1) 1 FROM runs WHERE job_id = {} AND state = N'running'",
+            q.add(job.0)
+        );
+        let busy = self.c.row("checking a queued run's job", &sql, &q).await?;
+        Ok(locked.is_some() && busy.is_none())
+    }
+
+    async fn run_update_if(
+        &mut self,
+        run: &Run,
+        expected: (RunState, u32),
+        token: i64,
+    ) -> Res<Option<Run>> {
+        let Some(id) = run.id else { return Ok(None) };
+        update_run_if(self.c, self.shown, run, id, expected, token).await
+    }
+
+    async fn runs_claimed_by(&mut self, node: &NodeId, token: i64) -> Res<Vec<Run>> {
+        // No wait for the claim's transaction: a real server's row locks make this read wait
+        // for it; the emulator takes none (its concurrent claims are not proven anyway).
+        let mut q = self.c.params();
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs \
+             WHERE node_id = {} AND state = N'running' AND claim_token = {} ORDER BY id",
+            q.add(node.0.clone()),
+            q.add(token)
+        );
+        let rows = self.c.rows("checking a claim", &sql, &q).await?;
+        Ok(rows
+            .iter()
+            .map(|r| run_of(r, self.shown))
+            .collect::<Result<_, _>>()?)
+    }
+
+    // ---- runs ------------------------------------------------------------------------
+
+    async fn run_get(&mut self, id: RunId) -> Res<Option<Run>> {
+        get_run(self.c, self.shown, id).await
+    }
+
+    async fn run_id_at(&mut self, job: JobId, fire: Timestamp) -> Res<Option<RunId>> {
+        let mut q = self.c.params();
+        let sql = format!(
+            "SELECT id FROM runs WHERE job_id = {} AND fire_time = {}",
+            q.add(job.0),
+            q.at(Some(fire.as_millisecond()))
+        );
+        let row = self.c.row("reading a run", &sql, &q).await?;
+        Ok(row
+            .map(|r| {
+                Cells {
+                    row: &r,
+                    shown: self.shown,
+                    what: "a run row",
+                }
+                .int_req(0)
+                .map(RunId)
+            })
+            .transpose()?)
+    }
+
+    async fn run_list(&mut self, filter: &RunFilter) -> Res<Vec<Run>> {
+        let what = "listing runs";
+        let mut p = self.c.params();
+        let mut cond = vec!["1 = 1".to_string()];
+        if let Some(j) = filter.job {
+            cond.push(format!("job_id = {}", p.add(j.0)));
+        }
+        if let Some(s) = filter.state {
+            cond.push(format!("state = {}", p.add(s.name())));
+        }
+        let sql = format!(
+            "SELECT TOP ({}) {RUN_COLUMNS} FROM runs WHERE {} \
+             ORDER BY fire_time DESC, id DESC",
+            top(filter.limit),
+            cond.join(" AND ")
+        );
+        let rows = self.c.rows(what, &sql, &p).await?;
+        Ok(rows
+            .iter()
+            .map(|r| run_of(r, self.shown))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn run_finish_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        write: &FinishWrite,
+    ) -> Res<Option<Run>> {
+        // One statement, committed on its own, writing what the shared rule computes
+        // (`FinishWrite`); its condition is the compare-and-set.
+        let mut p = self.c.params();
+        let elapsed = write
+            .elapsed
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let finished = match write.finished_at {
+            Some(at) => p.at(Some(at.as_millisecond())),
+            None => "finished_at".to_string(),
+        };
+        let plugin = write.plugin.as_ref();
+        let sql = format!(
+            "UPDATE runs SET state = {}, error = {}, result_json = {}, elapsed_ms = {}, \
+               lease_expires_at = NULL, attempt = attempt + {}, next_attempt_at = {}, \
+               finished_at = {finished}, plugin = {}, plugin_version = {}, plugin_sha256 = {} \
+             OUTPUT {} WHERE id = {} AND state = N'running' AND attempt = {}",
+            p.add(write.state.name()),
+            p.add(text(write.error.clone())),
+            p.add(text(write.result_json.clone())),
+            p.add(elapsed),
+            p.add(i64::from(write.retry)),
+            p.at(write.next_attempt_at.map(Timestamp::as_millisecond)),
+            p.add(text(plugin.map(|b| b.name.clone()))),
+            p.add(text(plugin.map(|b| b.version.clone()))),
+            p.add(text(plugin.and_then(|b| b.sha256.clone()))),
+            inserted(RUN_COLUMNS),
+            p.add(id.0),
+            p.add(i64::from(attempt)),
+        );
+        let row = self.c.row("finishing a run", &sql, &p).await?;
+        Ok(row.map(|r| run_of(&r, self.shown)).transpose()?)
+    }
+
+    async fn run_set_progress_if_running(&mut self, id: RunId, progress: &Progress) -> Res<bool> {
+        let done = to_i64(progress.done, "progress done")?;
+        let total = to_i64(progress.total, "progress total")?;
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE runs SET progress_done = {}, progress_total = {}, \
+             progress_message = {} OUTPUT INSERTED.id WHERE id = {} AND state = N'running'",
+            p.add(done),
+            p.add(total),
+            p.add(progress.message.clone()),
+            p.add(id.0)
+        );
+        Ok(!self
+            .c
+            .rows("recording progress", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn runs_to_recover(
+        &mut self,
+        now: Timestamp,
+        restart: Option<(&NodeId, &InstanceId)>,
+    ) -> Res<Vec<RunId>> {
+        // Locked and skipped like claims: two nodes recovering at once split the runs.
+        let mut q = self.c.params();
+        let mine = match restart {
+            Some((n, i)) => format!(
+                "(node_id = {} AND (node_instance IS NULL OR node_instance <> {})) OR ",
+                q.add(n.0.clone()),
+                q.add(i.0.clone())
+            ),
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT id FROM runs {} WHERE state = N'running' \
+             AND ({mine}lease_expires_at IS NULL OR lease_expires_at <= {}) ORDER BY id",
+            dialect::claim_hint(self.emulator),
+            q.at(Some(now.as_millisecond()))
+        );
+        let rows = self.c.rows("finding expired leases", &sql, &q).await?;
+        Ok(self
+            .ids(&rows, "an expired run")?
+            .into_iter()
+            .map(RunId)
+            .collect())
+    }
+
+    // ---- nodes and leases --------------------------------------------------------------
+
+    async fn renew(
+        &mut self,
+        node: &NodeId,
+        instance: &InstanceId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Res<Option<Vec<RunId>>> {
+        let what = "renewing leases";
+        let mut p = self.c.params();
+        let (id, life, at) = (
+            p.add(node.0.clone()),
+            p.add(instance.0.clone()),
+            p.at(Some(now.as_millisecond())),
+        );
+        let until = p.at(Some(until.as_millisecond()));
+        let beat = self
+            .c
+            .rows(
+                what,
+                &format!(
+                    "UPDATE nodes SET heartbeat_at = {at} OUTPUT INSERTED.id \
+                     WHERE id = {id} AND instance = {life}"
+                ),
+                &p,
+            )
+            .await?;
+        if beat.is_empty() {
+            return Ok(None);
+        }
+        let rows = self
+            .c
+            .rows(
+                what,
+                &format!(
+                    "UPDATE runs SET lease_expires_at = {until} OUTPUT INSERTED.id \
+                     WHERE node_id = {id} AND node_instance = {life} AND state = N'running' \
+                     AND lease_expires_at > {at}"
+                ),
+                &p,
+            )
+            .await?;
+        let mut ids: Vec<RunId> = self
+            .ids(&rows, "a renewed run")?
+            .into_iter()
+            .map(RunId)
+            .collect();
+        ids.sort_unstable();
+        Ok(Some(ids))
+    }
+
+    async fn node_get(&mut self, id: &NodeId) -> Res<Option<NodeStatus>> {
+        let lock = self.tx;
+        Ok(self.node_rows(Some(id), lock).await?.pop())
+    }
+
+    async fn node_put(&mut self, node: &NodeInfo, now: Timestamp, exists: bool) -> Res<bool> {
+        let r = NodeRow::of(node, now);
+        let mut p = self.c.params();
+        let (id, inst, host, pid, version, cap, tags, now) = (
+            p.add(r.id),
+            p.add(text(r.instance)),
+            p.add(r.host_name),
+            p.add(r.pid),
+            p.add(r.version),
+            p.add(i32::try_from(r.capacity).unwrap_or(i32::MAX)),
+            p.add(r.tags),
+            p.at(Some(now.as_millisecond())),
+        );
+        let sql = if exists {
+            format!(
+                "UPDATE nodes SET instance = {inst}, host_name = {host}, pid = {pid}, \
+                 version = {version}, capacity = {cap}, tags = {tags}, started_at = {now}, \
+                 heartbeat_at = {now}, stopped_at = NULL OUTPUT INSERTED.id WHERE id = {id}"
+            )
+        } else {
+            format!(
+                "INSERT INTO nodes (id, instance, host_name, pid, version, capacity, tags, \
+                 started_at, heartbeat_at) OUTPUT INSERTED.id \
+                 SELECT {id}, {inst}, {host}, {pid}, {version}, {cap}, {tags}, {now}, {now} \
+                 WHERE NOT EXISTS (SELECT 1 FROM nodes WITH (UPDLOCK, HOLDLOCK) WHERE id = {id})"
+            )
+        };
+        Ok(!self
+            .c
+            .rows("registering the node", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn node_stop(&mut self, node: &NodeId, instance: &InstanceId, now: Timestamp) -> Res<()> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE nodes SET stopped_at = {} WHERE id = {} AND instance = {}",
+            p.at(Some(now.as_millisecond())),
+            p.add(node.0.clone()),
+            p.add(instance.0.clone())
+        );
+        self.c.exec("recording a node stop", &sql, &p).await?;
+        Ok(())
+    }
+
+    async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
+        self.node_rows(None, false).await
+    }
+
+    // ---- logs, retention ---------------------------------------------------------------
+
+    async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {
+        let what = "appending log lines";
+        // One transaction: the lines go in together or not at all, in order.
+        let own = !self.tx;
+        if own {
+            self.c.begin(what).await?;
+        }
+        if get_run(self.c, self.shown, run).await?.is_none() {
+            if own {
+                self.c.rollback().await?;
+            }
+            return Ok(false);
+        }
+        for chunk in lines.chunks(LOG_CHUNK) {
+            let mut p = self.c.params();
+            let r = p.add(run.0);
+            let mut rows = Vec::with_capacity(chunk.len());
+            for (n, l) in chunk.iter().enumerate() {
+                rows.push(format!(
+                    "({}, {}, {}, {n})",
+                    p.at(Some(l.at.as_millisecond())),
+                    p.add(l.level.name()),
+                    p.add(l.message.clone())
+                ));
+            }
+            self.c
+                .exec(what, &dialect::insert_logs(&r, &rows), &p)
+                .await?;
+        }
+        if own {
+            self.c.commit().await?;
+        }
+        Ok(true)
+    }
+
+    async fn log_list(
+        &mut self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Res<Vec<(u64, LogLine)>> {
+        let what = "reading a run log";
+        let shown = self.shown;
+        let after = i64::try_from(after.unwrap_or(0)).unwrap_or(i64::MAX);
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT TOP ({}) seq, at, level, message FROM run_logs \
+             WHERE run_id = {} AND seq > {} ORDER BY seq",
+            top(limit),
+            p.add(run.0),
+            p.add(after)
+        );
+        let rows = self.c.rows(what, &sql, &p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let cells = Cells {
+                row: r,
+                shown,
+                what: "a log line",
+            };
+            let seq = cells.int_req(0)?;
+            let row = format!("log line {seq}");
+            let level = cells.text_req(2)?;
+            out.push((
+                u64::try_from(seq).map_err(|_| corrupt(shown, &row, "seq", seq))?,
+                LogLine {
+                    at: Timestamp::from_millisecond(cells.instant_req(1)?)
+                        .map_err(|e| corrupt(shown, &row, "at", e))?,
+                    level: LogLevel::from_name(&level)
+                        .ok_or_else(|| corrupt(shown, &row, "level", &level))?,
+                    message: cells.text_req(3)?,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    async fn retention_purge(&mut self, older_than: Timestamp) -> Res<PurgeCounts> {
+        let what = "purging old runs";
+        let mut p = self.c.params();
+        let cut = p.at(Some(older_than.as_millisecond()));
+        let old = format!(
+            "SELECT id FROM runs WHERE state NOT IN (N'pending', N'running') \
+             AND finished_at IS NOT NULL AND finished_at < {cut}"
+        );
+        // Counted first, in the same transaction: affected-row counts are not reliable on
+        // every peer, and OUTPUT would send every deleted id back.
+        let counts = self
+            .c
+            .row(
+                "counting old runs",
+                &format!(
+                    "SELECT (SELECT COUNT(*) FROM runs WHERE id IN ({old})), \
+                     (SELECT COUNT(*) FROM run_logs WHERE run_id IN ({old}))"
+                ),
+                &p,
+            )
+            .await?;
+        let (runs, log_lines) = match &counts {
+            Some(r) => {
+                let cells = Cells {
+                    row: r,
+                    shown: self.shown,
+                    what: "old run counts",
+                };
+                (cells.int(0)?.unwrap_or(0), cells.int(1)?.unwrap_or(0))
+            }
+            None => (0, 0),
+        };
+        self.c
+            .exec(
+                "purging old log lines",
+                &format!("DELETE FROM run_logs WHERE run_id IN ({old})"),
+                &p,
+            )
+            .await?;
+        self.c
+            .exec(what, &format!("DELETE FROM runs WHERE id IN ({old})"), &p)
+            .await?;
+        Ok(PurgeCounts {
+            runs: u64::try_from(runs).unwrap_or(0),
+            log_lines: u64::try_from(log_lines).unwrap_or(0),
+        })
+    }
+}

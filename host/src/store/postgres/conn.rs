@@ -1,0 +1,1058 @@
+//! The PostgreSQL dialect's sessions and primitives: a pooled connection for a store call, and
+//! the statements the engine's rules run on it.
+//!
+//! Locked reads take `FOR NO KEY UPDATE SKIP LOCKED` (a row another node's claim holds is
+//! passed over, not waited for; `NO KEY` so that inserting a run, which takes a key-share lock
+//! on its job, is never blocked by it). Batches go as one statement over arrays (`unnest`).
+//! `NOTIFY` tells the other nodes' `LISTEN` that something may be due sooner; inside a
+//! transaction it is delivered at the commit.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use deadpool_postgres::{GenericClient, Object, Transaction};
+use jiff::Timestamp;
+use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
+use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
+use takt_core::store::engine::{
+    Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
+};
+use takt_core::store::{
+    DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreResult,
+};
+
+use super::error::{commit, pg};
+use super::rows::{
+    CLAIM_JOBS, FINISH, NODE_SELECT, RunBatch, get_job, get_run, job_of, job_params, ms_of,
+    node_of, node_row, read_err, refs, run_of, ts, update_run_if,
+};
+use crate::store::rows::{DueRow, JOB_COLUMNS, JobRow, NodeRow, RUN_COLUMNS, corrupt, to_i64};
+
+/// How long finding out whether a claim committed waits for the claim's transaction to end.
+const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// A pooled connection for one store call.
+pub struct PgSession {
+    pub(super) client: Object,
+    pub(super) shown: Arc<str>,
+    pub(super) channel: Arc<str>,
+}
+
+impl std::fmt::Debug for PgSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgSession")
+            .field("database", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The connection a primitive runs on.
+enum Client<'a> {
+    Auto(&'a Object),
+    Tx(Transaction<'a>),
+}
+
+/// The primitives on a pooled connection, in a transaction or not.
+pub struct PgConn<'a> {
+    client: Client<'a>,
+    shown: &'a str,
+    channel: &'a str,
+}
+
+impl Session for PgSession {
+    type Conn<'a> = PgConn<'a>;
+
+    fn conn(&mut self) -> PgConn<'_> {
+        PgConn {
+            client: Client::Auto(&self.client),
+            shown: &self.shown,
+            channel: &self.channel,
+        }
+    }
+
+    async fn begin(&mut self, what: &'static str) -> Res<PgConn<'_>> {
+        let tx = self
+            .client
+            .transaction()
+            .await
+            .map_err(|e| pg(&self.shown, &format!("starting a transaction ({what})"), e))?;
+        Ok(PgConn {
+            client: Client::Tx(tx),
+            shown: &self.shown,
+            channel: &self.channel,
+        })
+    }
+}
+
+/// Runs `$body` with `$c` bound to the connection (a transaction or not) as a
+/// `&impl GenericClient`.
+macro_rules! on {
+    ($self:ident, |$c:ident| $body:expr) => {
+        match &$self.client {
+            Client::Auto(o) => {
+                let $c: &Object = o;
+                $body
+            }
+            Client::Tx(t) => {
+                let $c: &Transaction<'_> = t;
+                $body
+            }
+        }
+    };
+}
+
+// ---- the statements, on any client -------------------------------------------------------
+
+async fn job_by_name(c: &impl GenericClient, shown: &str, name: &JobName) -> Res<Option<JobDef>> {
+    let row = c
+        .query_opt(
+            &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE name = $1"),
+            &[&name.as_str()],
+        )
+        .await
+        .map_err(|e| pg(shown, "reading a job", e))?;
+    Ok(row.map(|r| job_of(&r, shown)).transpose()?)
+}
+
+async fn jobs(c: &impl GenericClient, shown: &str) -> Res<Vec<JobDef>> {
+    let rows = c
+        .query(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY id"), &[])
+        .await
+        .map_err(|e| pg(shown, "listing jobs", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| job_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn insert_job(
+    c: &impl GenericClient,
+    shown: &str,
+    job: &JobDef,
+    now: Timestamp,
+) -> Res<Option<JobDef>> {
+    let mut row = JobRow::of(job, now)?;
+    row.version = 1;
+    let params = job_params(row)?;
+    let columns = JOB_COLUMNS.trim_start_matches("id, ");
+    let marks = (1..=params.len())
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let r = c
+        .query_opt(
+            &format!(
+                "INSERT INTO jobs ({columns}) VALUES ({marks}) \
+                 ON CONFLICT (name) DO NOTHING RETURNING {JOB_COLUMNS}"
+            ),
+            &refs(&params),
+        )
+        .await
+        .map_err(|e| pg(shown, &format!("inserting job {}", job.name), e))?;
+    Ok(r.map(|r| job_of(&r, shown)).transpose()?)
+}
+
+async fn update_job_if_version(
+    c: &impl GenericClient,
+    shown: &str,
+    job: &JobDef,
+    now: Timestamp,
+) -> Res<Option<JobDef>> {
+    let Some(id) = job.id else { return Ok(None) };
+    let expected = to_i64(job.version, "job version")?;
+    let mut row = JobRow::of(job, now)?;
+    row.version = expected + 1;
+    let mut params = job_params(row)?;
+    let n = params.len();
+    let sets = JOB_COLUMNS
+        .split(", ")
+        .skip(1)
+        .enumerate()
+        .map(|(i, c)| format!("{c} = ${}", i + 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    params.push(Box::new(id.0));
+    params.push(Box::new(expected));
+    let r = c
+        .query_opt(
+            &format!(
+                "UPDATE jobs SET {sets} WHERE id = ${} AND version = ${} RETURNING {JOB_COLUMNS}",
+                n + 1,
+                n + 2
+            ),
+            &refs(&params),
+        )
+        .await
+        .map_err(|e| pg(shown, &format!("updating job {}", job.name), e))?;
+    Ok(r.map(|r| job_of(&r, shown)).transpose()?)
+}
+
+async fn delete_job(c: &impl GenericClient, shown: &str, id: JobId) -> Res<bool> {
+    // Runs and logs go with it (ON DELETE CASCADE).
+    let n = c
+        .execute("DELETE FROM jobs WHERE id = $1", &[&id.0])
+        .await
+        .map_err(|e| pg(shown, "deleting a job", e))?;
+    Ok(n > 0)
+}
+
+async fn set_enabled(
+    c: &impl GenericClient,
+    shown: &str,
+    id: JobId,
+    enabled: bool,
+    now: Timestamp,
+) -> Res<Option<JobDef>> {
+    let row = c
+        .query_opt(
+            &format!(
+                "UPDATE jobs SET enabled = $1, version = version + 1, updated_at = $2 \
+                 WHERE id = $3 RETURNING {JOB_COLUMNS}"
+            ),
+            &[&enabled, &ts(now), &id.0],
+        )
+        .await
+        .map_err(|e| pg(shown, "enabling or disabling a job", e))?;
+    Ok(row.map(|r| job_of(&r, shown)).transpose()?)
+}
+
+async fn set_next_fire_if(
+    c: &impl GenericClient,
+    shown: &str,
+    id: JobId,
+    expected: Option<Timestamp>,
+    new: Option<Timestamp>,
+) -> Res<bool> {
+    let n = c
+        .execute(
+            "UPDATE jobs SET next_fire = $1 WHERE id = $2 AND next_fire IS NOT DISTINCT FROM $3",
+            &[&new.map(ts), &id.0, &expected.map(ts)],
+        )
+        .await
+        .map_err(|e| pg(shown, "setting a job's next fire", e))?;
+    Ok(n == 1)
+}
+
+async fn due_jobs(
+    c: &impl GenericClient,
+    shown: &str,
+    now: Timestamp,
+    limit: usize,
+    tags: &[String],
+) -> Res<Vec<DueJob>> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT id, name, next_fire, misfire, overlap, \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending') \
+             FROM jobs WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 \
+               AND (node_tag IS NULL OR node_tag = ANY($3)) \
+             ORDER BY priority, next_fire, id LIMIT $2",
+        )
+        .await
+        .map_err(|e| pg(shown, "finding due jobs", e))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = c
+        .query(&stmt, &[&ts(now), &limit, &tags])
+        .await
+        .map_err(|e| pg(shown, "finding due jobs", e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let read = read_err(shown, "a due job");
+        let next_fire: SystemTime = r.try_get(2).map_err(&read)?;
+        out.push(
+            DueRow {
+                id: r.try_get(0).map_err(&read)?,
+                name: r.try_get(1).map_err(&read)?,
+                next_fire: ms_of(next_fire),
+                misfire: r.try_get(3).map_err(&read)?,
+                overlap: r.try_get(4).map_err(&read)?,
+                running: r.try_get(5).map_err(&read)?,
+                pending: r.try_get(6).map_err(&read)?,
+            }
+            .into_due(shown)?,
+        );
+    }
+    Ok(out)
+}
+
+async fn next_due_at(
+    c: &impl GenericClient,
+    shown: &str,
+    tags: &[String],
+) -> Res<Option<Timestamp>> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT LEAST( \
+               (SELECT MIN(next_fire) FROM jobs WHERE enabled AND next_fire IS NOT NULL \
+                  AND (node_tag IS NULL OR node_tag = ANY($1))), \
+               (SELECT MIN(r.next_attempt_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
+                WHERE r.state = 'pending' AND r.next_attempt_at IS NOT NULL AND j.enabled \
+                  AND (j.node_tag IS NULL OR j.node_tag = ANY($1))), \
+               (SELECT MIN(r.created_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
+                WHERE r.state = 'pending' AND r.next_attempt_at IS NULL AND j.enabled \
+                  AND (j.node_tag IS NULL OR j.node_tag = ANY($1)) \
+                  AND NOT EXISTS (SELECT 1 FROM runs x \
+                                  WHERE x.job_id = r.job_id AND x.state = 'running')))",
+        )
+        .await
+        .map_err(|e| pg(shown, "finding the next due time", e))?;
+    let at: Option<SystemTime> = c
+        .query_one(&stmt, &[&tags])
+        .await
+        .map_err(|e| pg(shown, "finding the next due time", e))?
+        .try_get(0)
+        .map_err(read_err(shown, "the next due time"))?;
+    Ok(at
+        .map(|t| {
+            Timestamp::try_from(t).map_err(|e| corrupt(shown, "the next due time", "next_fire", e))
+        })
+        .transpose()?)
+}
+
+async fn claim_lock(c: &impl GenericClient, shown: &str, token: i64) -> Res<()> {
+    // The claim's token as a transaction lock: whoever must find out whether this claim
+    // committed (its answer lost) waits for this lock first, so it looks only after the
+    // transaction has ended, one way or the other (see `claimed_by`).
+    c.execute("SELECT pg_advisory_xact_lock($1)", &[&token])
+        .await
+        .map_err(|e| pg(shown, "starting a claim", e))?;
+    Ok(())
+}
+
+async fn due_fires(
+    c: &impl GenericClient,
+    shown: &str,
+    now: Timestamp,
+    limit: usize,
+    exclude: &[JobId],
+    tags: &[String],
+) -> Res<Vec<JobDef>> {
+    let stmt = c
+        .prepare_cached(&CLAIM_JOBS)
+        .await
+        .map_err(|e| pg(shown, "finding due jobs", e))?;
+    let handled: Vec<i64> = exclude.iter().map(|j| j.0).collect();
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = c
+        .query(&stmt, &[&ts(now), &handled, &limit, &tags])
+        .await
+        .map_err(|e| pg(shown, "finding due jobs", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| job_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn due_pending(
+    c: &impl GenericClient,
+    shown: &str,
+    now: Timestamp,
+    limit: usize,
+    tags: &[String],
+) -> Res<Vec<PendingDue>> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT r.id, j.priority, COALESCE(r.next_attempt_at, r.created_at) \
+             FROM runs r JOIN jobs j ON j.id = r.job_id \
+             WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= $1 \
+               AND j.enabled AND (j.node_tag IS NULL OR j.node_tag = ANY($3)) \
+               AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
+                    (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
+             ORDER BY j.priority, COALESCE(r.next_attempt_at, r.created_at), r.id LIMIT $2 \
+             FOR NO KEY UPDATE OF r SKIP LOCKED",
+        )
+        .await
+        .map_err(|e| pg(shown, "finding due retries", e))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = c
+        .query(&stmt, &[&ts(now), &limit, &tags])
+        .await
+        .map_err(|e| pg(shown, "finding due retries", e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let bad = read_err(shown, "a due retry");
+        let id: i64 = r.try_get(0).map_err(&bad)?;
+        let priority: i32 = r.try_get(1).map_err(&bad)?;
+        let at: SystemTime = r.try_get(2).map_err(&bad)?;
+        out.push(PendingDue {
+            id: RunId(id),
+            priority: u16::try_from(priority)
+                .map_err(|_| corrupt(shown, &format!("run {id}"), "priority", priority))?,
+            due_at: Timestamp::from_millisecond(ms_of(at))
+                .map_err(|e| corrupt(shown, &format!("run {id}"), "due time", e))?,
+        });
+    }
+    Ok(out)
+}
+
+async fn advance(c: &impl GenericClient, shown: &str, moves: &[NextFireMove]) -> Res<usize> {
+    if moves.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<i64> = moves.iter().map(|m| m.job.0).collect();
+    let olds: Vec<SystemTime> = moves.iter().map(|m| ts(m.old)).collect();
+    let news: Vec<Option<SystemTime>> = moves.iter().map(|m| m.new.map(ts)).collect();
+    let stmt = c
+        .prepare_cached(
+            "UPDATE jobs SET next_fire = v.new FROM unnest($1::bigint[], \
+             $2::timestamptz[], $3::timestamptz[]) AS v(id, old, new) \
+             WHERE jobs.id = v.id AND jobs.next_fire = v.old",
+        )
+        .await
+        .map_err(|e| pg(shown, "advancing next fires", e))?;
+    let n = c
+        .execute(&stmt, &[&ids, &olds, &news])
+        .await
+        .map_err(|e| pg(shown, "advancing next fires", e))?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+async fn insert(c: &impl GenericClient, shown: &str, runs: &[Run], token: i64) -> Res<Vec<Run>> {
+    let mut batch = RunBatch::default();
+    for run in runs {
+        let t = if run.state == RunState::Running {
+            token
+        } else {
+            0
+        };
+        batch.push(run, t)?;
+    }
+    batch.insert(c, shown).await
+}
+
+async fn queued_may_start(c: &impl GenericClient, shown: &str, job: JobId) -> Res<bool> {
+    // Its job's row lock serialises this with another node claiming the job's fire (skip if
+    // that node holds it), and the check sees a run this claim started earlier.
+    let locked = c
+        .query_opt(
+            "SELECT 1 FROM jobs WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED",
+            &[&job.0],
+        )
+        .await
+        .map_err(|e| pg(shown, "locking a queued run's job", e))?;
+    let busy = c
+        .query_opt(
+            "SELECT 1 FROM runs WHERE job_id = $1 AND state = 'running' LIMIT 1",
+            &[&job.0],
+        )
+        .await
+        .map_err(|e| pg(shown, "checking a queued run's job", e))?;
+    Ok(locked.is_some() && busy.is_none())
+}
+
+async fn claimed_by(
+    c: &impl GenericClient,
+    shown: &str,
+    node: &NodeId,
+    token: i64,
+) -> Res<Vec<Run>> {
+    // The claim's transaction may still be running on the server (its COMMIT not yet
+    // processed, or its backend not yet aware that the client is gone): wait until it has
+    // ended, by taking its token's lock (each try is a statement of its own that releases it
+    // again), at most `CLAIM_LOCK_WAIT`; then its outcome is final. Reading before that could
+    // find nothing and claim again while the first claim then commits.
+    let started = std::time::Instant::now();
+    loop {
+        let free: bool = c
+            .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&token])
+            .await
+            .map_err(|e| pg(shown, "waiting for a claim to end", e))?
+            .get(0);
+        if free {
+            break;
+        }
+        if started.elapsed() >= CLAIM_LOCK_WAIT {
+            return Err(Fail {
+                error: StoreError::transient(format!(
+                    "a claim on {shown} lost its connection while committing and its \
+                     transaction has not ended after {}s; the outcome is unknown (a run it \
+                     claimed is failed and retried by this node's lease renewal)",
+                    CLAIM_LOCK_WAIT.as_secs()
+                )),
+                retry: Retry::No,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs \
+             WHERE node_id = $1 AND state = 'running' AND claim_token = $2 ORDER BY id"
+        ))
+        .await
+        .map_err(|e| pg(shown, "checking a claim", e))?;
+    let rows = c
+        .query(&stmt, &[&node.0, &token])
+        .await
+        .map_err(|e| pg(shown, "checking a claim", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| run_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn run_at(
+    c: &impl GenericClient,
+    shown: &str,
+    job: JobId,
+    fire: Timestamp,
+) -> Res<Option<RunId>> {
+    let row = c
+        .query_opt(
+            "SELECT id FROM runs WHERE job_id = $1 AND fire_time = $2",
+            &[&job.0, &ts(fire)],
+        )
+        .await
+        .map_err(|e| pg(shown, "reading a run", e))?;
+    Ok(row.map(|r| RunId(r.get(0))))
+}
+
+async fn runs(c: &impl GenericClient, shown: &str, filter: &RunFilter) -> Res<Vec<Run>> {
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs \
+             WHERE ($1::bigint IS NULL OR job_id = $1) AND ($2::text IS NULL OR state = $2) \
+             ORDER BY fire_time DESC, id DESC LIMIT $3"
+        ))
+        .await
+        .map_err(|e| pg(shown, "listing runs", e))?;
+    let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+    let rows = c
+        .query(
+            &stmt,
+            &[
+                &filter.job.map(|j| j.0),
+                &filter.state.map(|s| s.name()),
+                &limit,
+            ],
+        )
+        .await
+        .map_err(|e| pg(shown, "listing runs", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| run_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn finish(
+    c: &impl GenericClient,
+    shown: &str,
+    id: RunId,
+    attempt: u32,
+    write: &FinishWrite,
+) -> Res<Option<Run>> {
+    // One statement, committed on its own, that writes what the shared rule computes
+    // (`FinishWrite`) without reading the run first; its condition is the compare-and-set.
+    let stmt = c
+        .prepare_cached(&FINISH)
+        .await
+        .map_err(|e| pg(shown, "finishing a run", e))?;
+    let elapsed = write
+        .elapsed
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+    let finished_at = write.finished_at.map(ts);
+    let plugin = write.plugin.as_ref();
+    let row = c
+        .query_opt(
+            &stmt,
+            &[
+                &write.state.name(),
+                &write.error,
+                &write.result_json,
+                &elapsed,
+                &write.retry,
+                &write.next_attempt_at.map(ts),
+                &finished_at,
+                &id.0,
+                &attempt,
+                &plugin.map(|p| p.name.as_str()),
+                &plugin.map(|p| p.version.as_str()),
+                &plugin.and_then(|p| p.sha256.as_deref()),
+            ],
+        )
+        .await
+        .map_err(|e| pg(shown, "finishing a run", e))?;
+    Ok(row.map(|r| run_of(&r, shown)).transpose()?)
+}
+
+async fn set_progress(
+    c: &impl GenericClient,
+    shown: &str,
+    id: RunId,
+    progress: &Progress,
+) -> Res<bool> {
+    let done = to_i64(progress.done, "progress done")?;
+    let total = to_i64(progress.total, "progress total")?;
+    let n = c
+        .execute(
+            "UPDATE runs SET progress_done = $1, progress_total = $2, progress_message = $3 \
+             WHERE id = $4 AND state = 'running'",
+            &[&done, &total, &progress.message, &id.0],
+        )
+        .await
+        .map_err(|e| pg(shown, "recording progress", e))?;
+    Ok(n > 0)
+}
+
+async fn to_recover(
+    c: &impl GenericClient,
+    shown: &str,
+    now: Timestamp,
+    restart: Option<(&NodeId, &InstanceId)>,
+) -> Res<Vec<RunId>> {
+    // Locked and skipped like claims: two nodes recovering at once split the runs.
+    let rows = c
+        .query(
+            "SELECT id FROM runs WHERE state = 'running' \
+             AND (($1::text IS NOT NULL AND node_id = $1 \
+                   AND node_instance IS DISTINCT FROM $2::text) \
+                  OR lease_expires_at IS NULL OR lease_expires_at <= $3) \
+             ORDER BY id FOR NO KEY UPDATE SKIP LOCKED",
+            &[
+                &restart.map(|(n, _)| n.0.as_str()),
+                &restart.map(|(_, i)| i.0.as_str()),
+                &ts(now),
+            ],
+        )
+        .await
+        .map_err(|e| pg(shown, "finding expired leases", e))?;
+    Ok(rows.iter().map(|r| RunId(r.get(0))).collect())
+}
+
+async fn renew(
+    c: &impl GenericClient,
+    shown: &str,
+    node: &NodeId,
+    instance: &InstanceId,
+    until: Timestamp,
+    now: Timestamp,
+) -> Res<Option<Vec<RunId>>> {
+    // One statement: the heartbeat, and the leases only if the heartbeat found this life
+    // registered.
+    let row = c
+        .query_one(
+            "WITH beat AS (UPDATE nodes SET heartbeat_at = $3 \
+               WHERE id = $1 AND instance = $2 RETURNING 1), \
+             renewed AS (UPDATE runs SET lease_expires_at = $4 \
+               WHERE node_id = $1 AND node_instance = $2 AND state = 'running' \
+               AND lease_expires_at > $3 AND EXISTS (SELECT 1 FROM beat) \
+               RETURNING id) \
+             SELECT (SELECT count(*) FROM beat), ARRAY(SELECT id FROM renewed ORDER BY id)",
+            &[&node.0, &instance.0, &ts(now), &ts(until)],
+        )
+        .await
+        .map_err(|e| pg(shown, "renewing leases", e))?;
+    let beat: i64 = row.get(0);
+    let ids: Vec<i64> = row.get(1);
+    Ok((beat > 0).then(|| ids.into_iter().map(RunId).collect()))
+}
+
+async fn node_locked(c: &impl GenericClient, shown: &str, id: &NodeId) -> Res<Option<NodeStatus>> {
+    let row = c
+        .query_opt(
+            &format!("{} WHERE n.id = $1 FOR UPDATE OF n", &*NODE_SELECT),
+            &[&id.0],
+        )
+        .await
+        .map_err(|e| pg(shown, "reading the node", e))?;
+    Ok(row.map(|r| node_of(&r, shown)).transpose()?)
+}
+
+async fn put_node(
+    c: &impl GenericClient,
+    shown: &str,
+    node: &NodeInfo,
+    now: Timestamp,
+    exists: bool,
+) -> Res<bool> {
+    let r = NodeRow::of(node, now);
+    let capacity = i32::try_from(r.capacity).unwrap_or(i32::MAX);
+    let at = ts(now);
+    let values: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+        &r.id,
+        &r.instance,
+        &r.host_name,
+        &r.pid,
+        &r.version,
+        &capacity,
+        &r.tags,
+        &at,
+    ];
+    let n = if exists {
+        c.execute(
+            "UPDATE nodes SET instance = $2, host_name = $3, pid = $4, version = $5, \
+             capacity = $6, tags = $7, started_at = $8, heartbeat_at = $8, stopped_at = NULL \
+             WHERE id = $1",
+            &values,
+        )
+        .await
+    } else {
+        c.execute(
+            "INSERT INTO nodes (id, instance, host_name, pid, version, capacity, tags, \
+             started_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+             ON CONFLICT (id) DO NOTHING",
+            &values,
+        )
+        .await
+    }
+    .map_err(|e| pg(shown, "registering the node", e))?;
+    Ok(n > 0)
+}
+
+async fn stop_node(
+    c: &impl GenericClient,
+    shown: &str,
+    node: &NodeId,
+    instance: &InstanceId,
+    now: Timestamp,
+) -> Res<()> {
+    c.execute(
+        "UPDATE nodes SET stopped_at = $3 WHERE id = $1 AND instance = $2",
+        &[&node.0, &instance.0, &ts(now)],
+    )
+    .await
+    .map_err(|e| pg(shown, "recording a node stop", e))?;
+    Ok(())
+}
+
+async fn nodes(c: &impl GenericClient, shown: &str) -> Res<Vec<NodeStatus>> {
+    let rows = c
+        .query(&format!("{} ORDER BY n.id", &*NODE_SELECT), &[])
+        .await
+        .map_err(|e| pg(shown, "listing nodes", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| node_of(r, shown))
+        .collect::<StoreResult<Vec<_>>>()?)
+}
+
+async fn append_logs(
+    c: &impl GenericClient,
+    shown: &str,
+    run: RunId,
+    lines: &[LogLine],
+) -> Res<bool> {
+    let at: Vec<SystemTime> = lines.iter().map(|l| ts(l.at)).collect();
+    let level: Vec<&str> = lines.iter().map(|l| l.level.name()).collect();
+    let message: Vec<&str> = lines.iter().map(|l| l.message.as_str()).collect();
+    // One statement: the lines go in together or not at all, in order (seq follows the array
+    // order); a missing run inserts nothing.
+    let stmt = c
+        .prepare_cached(
+            "WITH r AS (SELECT id FROM runs WHERE id = $1) \
+             INSERT INTO run_logs (run_id, at, level, message) \
+             SELECT r.id, l.at, l.level, l.message FROM r, \
+               unnest($2::timestamptz[], $3::text[], $4::text[]) \
+               WITH ORDINALITY AS l(at, level, message, n) ORDER BY l.n",
+        )
+        .await
+        .map_err(|e| pg(shown, "appending log lines", e))?;
+    let n = c
+        .execute(&stmt, &[&run.0, &at, &level, &message])
+        .await
+        .map_err(|e| pg(shown, "appending log lines", e))?;
+    Ok(n > 0 || get_run(c, shown, run).await?.is_some())
+}
+
+async fn logs(
+    c: &impl GenericClient,
+    shown: &str,
+    run: RunId,
+    after: Option<u64>,
+    limit: usize,
+) -> Res<Vec<(u64, LogLine)>> {
+    let after = i64::try_from(after.unwrap_or(0)).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = c
+        .query(
+            "SELECT seq, at, level, message FROM run_logs \
+             WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            &[&run.0, &after, &limit],
+        )
+        .await
+        .map_err(|e| pg(shown, "reading a run log", e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let read = read_err(shown, "a log line");
+        let seq: i64 = r.try_get(0).map_err(&read)?;
+        let at: SystemTime = r.try_get(1).map_err(&read)?;
+        let level: String = r.try_get(2).map_err(&read)?;
+        let row = format!("log line {seq}");
+        out.push((
+            u64::try_from(seq).map_err(|_| corrupt(shown, &row, "seq", seq))?,
+            LogLine {
+                at: Timestamp::from_millisecond(ms_of(at))
+                    .map_err(|e| corrupt(shown, &row, "at", e))?,
+                level: LogLevel::from_name(&level)
+                    .ok_or_else(|| corrupt(shown, &row, "level", &level))?,
+                message: r.try_get(3).map_err(&read)?,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+async fn purge(c: &impl GenericClient, shown: &str, older_than: Timestamp) -> Res<PurgeCounts> {
+    const OLD: &str = "SELECT id FROM runs WHERE state NOT IN ('pending', 'running') \
+                       AND finished_at IS NOT NULL AND finished_at < $1";
+    let cut = ts(older_than);
+    let log_lines: i64 = c
+        .query_one(
+            &format!("SELECT COUNT(*) FROM run_logs WHERE run_id IN ({OLD})"),
+            &[&cut],
+        )
+        .await
+        .map_err(|e| pg(shown, "counting old log lines", e))?
+        .get(0);
+    let runs = c
+        .execute(&format!("DELETE FROM runs WHERE id IN ({OLD})"), &[&cut])
+        .await
+        .map_err(|e| pg(shown, "purging old runs", e))?;
+    Ok(PurgeCounts {
+        runs,
+        log_lines: u64::try_from(log_lines).unwrap_or(0),
+    })
+}
+
+async fn notify(c: &impl GenericClient, shown: &str, channel: &str) -> Res<()> {
+    c.execute("SELECT pg_notify($1, '')", &[&channel])
+        .await
+        .map_err(|e| pg(shown, "notifying other nodes", e))?;
+    Ok(())
+}
+
+impl Conn for PgConn<'_> {
+    async fn commit(self) -> Res<()> {
+        match self.client {
+            Client::Tx(tx) => commit(tx, self.shown).await,
+            Client::Auto(_) => Ok(()),
+        }
+    }
+
+    async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| get_job(c, s, id).await)
+    }
+
+    async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| job_by_name(c, s, name).await)
+    }
+
+    async fn job_list(&mut self) -> Res<Vec<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| jobs(c, s).await)
+    }
+
+    async fn job_insert(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| insert_job(c, s, job, now).await)
+    }
+
+    async fn job_update_if_version(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| update_job_if_version(c, s, job, now).await)
+    }
+
+    async fn job_delete(&mut self, id: JobId) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| delete_job(c, s, id).await)
+    }
+
+    async fn job_set_enabled(
+        &mut self,
+        id: JobId,
+        enabled: bool,
+        now: Timestamp,
+    ) -> Res<Option<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| set_enabled(c, s, id, enabled, now).await)
+    }
+
+    async fn job_set_next_fire_if(
+        &mut self,
+        id: JobId,
+        expected: Option<Timestamp>,
+        new: Option<Timestamp>,
+    ) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| set_next_fire_if(c, s, id, expected, new).await)
+    }
+
+    async fn jobs_due(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> Res<Vec<DueJob>> {
+        let s = self.shown;
+        on!(self, |c| due_jobs(c, s, now, limit, tags).await)
+    }
+
+    async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
+        let s = self.shown;
+        on!(self, |c| next_due_at(c, s, tags).await)
+    }
+
+    async fn claim_begun(&mut self, token: i64) -> Res<()> {
+        let s = self.shown;
+        on!(self, |c| claim_lock(c, s, token).await)
+    }
+
+    async fn claim_fires(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        exclude: &[JobId],
+        tags: &[String],
+    ) -> Res<Vec<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| due_fires(c, s, now, limit, exclude, tags).await)
+    }
+
+    async fn claim_pending(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> Res<Vec<PendingDue>> {
+        let s = self.shown;
+        on!(self, |c| due_pending(c, s, now, limit, tags).await)
+    }
+
+    async fn advance_next_fires(&mut self, moves: &[NextFireMove]) -> Res<usize> {
+        let s = self.shown;
+        on!(self, |c| advance(c, s, moves).await)
+    }
+
+    async fn insert_runs(&mut self, runs: &[Run], token: i64) -> Res<Vec<Run>> {
+        let s = self.shown;
+        on!(self, |c| insert(c, s, runs, token).await)
+    }
+
+    async fn queued_may_start(&mut self, job: JobId) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| queued_may_start(c, s, job).await)
+    }
+
+    async fn run_update_if(
+        &mut self,
+        run: &Run,
+        expected: (RunState, u32),
+        token: i64,
+    ) -> Res<Option<Run>> {
+        let s = self.shown;
+        let Some(id) = run.id else { return Ok(None) };
+        on!(self, |c| update_run_if(c, s, run, id, expected, token)
+            .await)
+    }
+
+    async fn runs_claimed_by(&mut self, node: &NodeId, token: i64) -> Res<Vec<Run>> {
+        let s = self.shown;
+        on!(self, |c| claimed_by(c, s, node, token).await)
+    }
+
+    async fn run_get(&mut self, id: RunId) -> Res<Option<Run>> {
+        let s = self.shown;
+        on!(self, |c| get_run(c, s, id).await)
+    }
+
+    async fn run_id_at(&mut self, job: JobId, fire: Timestamp) -> Res<Option<RunId>> {
+        let s = self.shown;
+        on!(self, |c| run_at(c, s, job, fire).await)
+    }
+
+    async fn run_list(&mut self, filter: &RunFilter) -> Res<Vec<Run>> {
+        let s = self.shown;
+        on!(self, |c| runs(c, s, filter).await)
+    }
+
+    async fn run_finish_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        write: &FinishWrite,
+    ) -> Res<Option<Run>> {
+        let s = self.shown;
+        on!(self, |c| finish(c, s, id, attempt, write).await)
+    }
+
+    async fn run_set_progress_if_running(&mut self, id: RunId, progress: &Progress) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| set_progress(c, s, id, progress).await)
+    }
+
+    async fn runs_to_recover(
+        &mut self,
+        now: Timestamp,
+        restart: Option<(&NodeId, &InstanceId)>,
+    ) -> Res<Vec<RunId>> {
+        let s = self.shown;
+        on!(self, |c| to_recover(c, s, now, restart).await)
+    }
+
+    async fn renew(
+        &mut self,
+        node: &NodeId,
+        instance: &InstanceId,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Res<Option<Vec<RunId>>> {
+        let s = self.shown;
+        on!(self, |c| renew(c, s, node, instance, until, now).await)
+    }
+
+    async fn node_get(&mut self, id: &NodeId) -> Res<Option<NodeStatus>> {
+        let s = self.shown;
+        match &self.client {
+            Client::Tx(t) => node_locked(t, s, id).await,
+            Client::Auto(o) => {
+                let o: &Object = o;
+                node_row(o, s, id).await
+            }
+        }
+    }
+
+    async fn node_put(&mut self, node: &NodeInfo, now: Timestamp, exists: bool) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| put_node(c, s, node, now, exists).await)
+    }
+
+    async fn node_stop(&mut self, node: &NodeId, instance: &InstanceId, now: Timestamp) -> Res<()> {
+        let s = self.shown;
+        on!(self, |c| stop_node(c, s, node, instance, now).await)
+    }
+
+    async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
+        let s = self.shown;
+        on!(self, |c| nodes(c, s).await)
+    }
+
+    async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| append_logs(c, s, run, lines).await)
+    }
+
+    async fn log_list(
+        &mut self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Res<Vec<(u64, LogLine)>> {
+        let s = self.shown;
+        on!(self, |c| logs(c, s, run, after, limit).await)
+    }
+
+    async fn retention_purge(&mut self, older_than: Timestamp) -> Res<PurgeCounts> {
+        let s = self.shown;
+        on!(self, |c| purge(c, s, older_than).await)
+    }
+
+    async fn notify_due_sooner(&mut self) -> Res<()> {
+        let (s, ch) = (self.shown, self.channel);
+        on!(self, |c| notify(c, s, ch).await)
+    }
+}
