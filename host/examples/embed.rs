@@ -7,10 +7,13 @@
 //! cargo run -p takt-host --example embed        # or: … --example embed -- <plugin dir> <database>
 //! ```
 //!
-//! Two jobs: one greets every 2 seconds through the real `examples` cdylib plugin, the other
-//! counts shift output every 3 seconds through a plugin compiled into this program
-//! ([`static_plugin!`]) whose handler updates the program's own state. It prints the runs as
-//! they start and finish, and shuts down gracefully after four of them.
+//! Two jobs: one greets every 2 seconds through the real `examples` cdylib plugin — isolated,
+//! in a worker process that is this very program started in worker mode (hence
+//! [`serve_if_worker`] first thing in `main`) —, the other counts shift output every 3
+//! seconds through a plugin compiled into this program ([`static_plugin!`]) whose handler
+//! updates the program's own state. It prints the runs as they start and finish, reloads the
+//! plugin directory once (a changed file would be swapped in while the runs go on), and shuts
+//! down gracefully after four runs.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,12 +21,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use takt_core::job::Isolation;
 use takt_core::job::JobDef;
 use takt_core::schedule::{Interval, Rule, Schedule, Zone};
 use takt_core::store::Store;
 use takt_host::embed::HostBuilder;
 use takt_host::scheduler::SchedulerEvent;
 use takt_host::store::{SqliteOptions, SqliteStore};
+use takt_host::worker::{WorkerProgram, serve_if_worker};
 use takt_plugin_api::sdk::{JobContext, JobError, Plugin};
 use takt_plugin_api::static_plugin;
 
@@ -60,8 +65,14 @@ async fn ensure<S: Store + Clone + 'static>(
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Started as a worker of the host below, this program serves its plugin and never
+    // returns from here; before anything else (no runtime, no database).
+    serve_if_worker();
+    tokio::runtime::Runtime::new()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let plugin_dir = PathBuf::from(args.next().unwrap_or_else(|| "target/debug".to_string()));
     let database = args
@@ -92,6 +103,7 @@ async fn main() -> anyhow::Result<()> {
     let host = HostBuilder::new(store.clone())
         .plugin_dir(&plugin_dir) // every file checked; a refused one never stops the rest
         .static_plugin(line_plugin)
+        .worker_program(WorkerProgram::CurrentExe) // isolated jobs run in copies of this program
         .node("embedded")
         .capacity(4)
         .start()
@@ -104,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let mut greeting =
         JobDef::new("embedded-greeting", "examples::hello")?.with_schedule(every(2)?);
     greeting.params_json = r#"{"name": "embedder"}"#.to_string();
+    greeting.isolation = Isolation::Process; // a crash of the plugin fails only its run
     ensure(&host, &store, greeting).await?;
     let mut count = JobDef::new("line-3-count", "line::count")?.with_schedule(every(3)?);
     count.params_json = r#"{"line": "L3", "pieces": 120}"#.to_string();
@@ -111,6 +124,16 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "scheduling into {}; waiting for four runs",
         database.display()
+    );
+
+    // What a deployment would trigger after copying a new plugin build into the directory:
+    // changed files are checked and loaded beside the old versions, which drain.
+    let report = host.reload_plugins().await?;
+    println!(
+        "reloaded the plugins: {} new, {} unchanged, {} refused",
+        report.loaded.len(),
+        report.unchanged.len(),
+        report.refused.len()
     );
 
     let mut finished = 0;

@@ -12,8 +12,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
-use takt_core::job::JobDef;
-use takt_core::run::RunId;
+use takt_core::job::{Isolation, JobDef};
+use takt_core::run::{PluginBuild, RunId};
 use takt_core::store::{LogLevel, LogLine, Store};
 
 /// The HandlerType of the retention job.
@@ -51,6 +51,28 @@ pub fn retention_job(days: u32) -> Result<JobDef, String> {
     ));
     validate(RETENTION, &job.params_json)?;
     Ok(job)
+}
+
+/// What a built-in run records as the plugin build that ran it: `takt` at the host's
+/// version (no file).
+pub fn build() -> PluginBuild {
+    PluginBuild {
+        name: "takt".to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        sha256: None,
+    }
+}
+
+/// Why a built-in handler cannot run for a job with `isolation`: they work on the host's own
+/// store, inside the host.
+pub fn isolation_refusal(handler_type: &str, isolation: Isolation) -> Option<String> {
+    (isolation == Isolation::Process).then(|| {
+        format!(
+            "the built-in handler {} runs inside the host on its own store and cannot run in a \
+             worker process; set the job's isolation to in-process",
+            handler_type.trim()
+        )
+    })
 }
 
 /// What a built-in run produced: the result JSON, or an error and whether a retry may help.

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use takt_core::job::{JobDef, Priority};
+use takt_core::job::{Isolation, JobDef, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::schedule::{Zone, parse_duration};
 
@@ -125,6 +125,17 @@ pub struct Config {
     pub require_pins: bool,
     /// HandlerType aliases.
     pub aliases: BTreeMap<String, String>,
+    /// Plugins (by name) whose every call runs in a worker process (`[plugins] isolate`).
+    pub isolate: Vec<String>,
+    /// Poll the plugin directory this often and reload changed files (`[plugins] watch`,
+    /// `watch_interval`); `None`: reload on SIGHUP only.
+    pub plugin_watch: Option<Duration>,
+    /// The most worker processes alive at once (`[plugins] max_workers`; default: capacity).
+    pub max_workers: usize,
+    /// Each worker process's memory cap in bytes (`[plugins] worker_memory`).
+    pub worker_memory: Option<u64>,
+    /// Refuse plugin files and directories others may write (`[plugins] check_permissions`).
+    pub check_permissions: bool,
     /// The programs and directories the built-in `exe::run` may start (`[exe] allowlist`),
     /// absolute; `None` allows every program.
     pub exe_allowlist: Option<Vec<PathBuf>>,
@@ -217,6 +228,14 @@ struct PluginsSection {
     require_pins: bool,
     #[serde(default)]
     aliases: BTreeMap<String, String>,
+    #[serde(default)]
+    isolate: Vec<String>,
+    #[serde(default)]
+    watch: bool,
+    watch_interval: Option<String>,
+    max_workers: Option<usize>,
+    worker_memory: Option<String>,
+    check_permissions: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -244,6 +263,7 @@ struct JobEntry {
     node_tag: Option<String>,
     enabled: Option<bool>,
     description: Option<String>,
+    isolation: Option<String>,
 }
 
 impl Config {
@@ -518,6 +538,10 @@ impl Config {
                 ),
             ));
         }
+        let plugins = raw
+            .plugins
+            .resolve(capacity)
+            .map_err(|(key, m)| err(key, m))?;
         let mut jobs = Vec::with_capacity(raw.jobs.len());
         for (i, entry) in raw.jobs.into_iter().enumerate() {
             let key = format!("jobs[{i}]");
@@ -574,6 +598,11 @@ impl Config {
             pins: raw.plugins.pins,
             require_pins: raw.plugins.require_pins,
             aliases: raw.plugins.aliases,
+            isolate: plugins.isolate,
+            plugin_watch: plugins.watch,
+            max_workers: plugins.max_workers,
+            worker_memory: plugins.worker_memory,
+            check_permissions: plugins.check_permissions,
             exe_allowlist,
             exe_allowlist_source,
             sql,
@@ -581,6 +610,137 @@ impl Config {
             jobs,
         })
     }
+}
+
+/// `[plugins]`'s isolation, watch and permission settings, checked.
+struct PluginSettings {
+    isolate: Vec<String>,
+    watch: Option<Duration>,
+    max_workers: usize,
+    worker_memory: Option<u64>,
+    check_permissions: bool,
+}
+
+/// The smallest accepted `[plugins] worker_memory`: below it a worker cannot even load.
+const MIN_WORKER_MEMORY: u64 = 32 << 20;
+
+impl PluginsSection {
+    /// The settings, or the failing key and the message.
+    fn resolve(&self, capacity: usize) -> Result<PluginSettings, (&'static str, String)> {
+        for name in &self.isolate {
+            if !takt_plugin_api::sdk::valid_name(name) {
+                return Err((
+                    "plugins.isolate",
+                    format!(
+                        "\"{name}\" is not a plugin name (lowercase letters, digits, '_' and \
+                         '-'); list the names plugins report, as in `takt plugin list`"
+                    ),
+                ));
+            }
+            if [
+                takt_plugin_exe::PLUGIN_NAME,
+                takt_plugin_sql::PLUGIN_NAME,
+                takt_plugin_http::PLUGIN_NAME,
+            ]
+            .contains(&name.as_str())
+            {
+                return Err((
+                    "plugins.isolate",
+                    format!(
+                        "\"{name}\" is built into takt and cannot run in a worker process (each \
+                         exe::run program already runs in a process of its own); remove it"
+                    ),
+                ));
+            }
+        }
+        let watch = match (&self.watch_interval, self.watch) {
+            (Some(t), true) => match parse_duration(t) {
+                Ok(0) => {
+                    return Err((
+                        "plugins.watch_interval",
+                        format!("\"{t}\" is zero; give at least 1s"),
+                    ));
+                }
+                Ok(secs) => Some(Duration::from_secs(secs)),
+                Err(e) => {
+                    return Err((
+                        "plugins.watch_interval",
+                        format!("\"{t}\": {e}; write a duration such as \"2s\""),
+                    ));
+                }
+            },
+            (Some(_), false) => {
+                return Err((
+                    "plugins.watch_interval",
+                    "is set but watch is not; add watch = true, or remove watch_interval".into(),
+                ));
+            }
+            (None, true) => Some(Duration::from_secs(2)),
+            (None, false) => None,
+        };
+        let max_workers = self.max_workers.unwrap_or(capacity);
+        if max_workers == 0 {
+            return Err((
+                "plugins.max_workers",
+                "must be at least 1 (worker processes alive at once)".into(),
+            ));
+        }
+        let worker_memory = match &self.worker_memory {
+            None => None,
+            Some(text) => {
+                let bytes = parse_bytes(text).map_err(|e| ("plugins.worker_memory", e))?;
+                if bytes < MIN_WORKER_MEMORY {
+                    return Err((
+                        "plugins.worker_memory",
+                        format!(
+                            "\"{text}\" is less than {}, too little for a worker to load a \
+                             plugin; give e.g. \"512MiB\"",
+                            crate::worker::bytes_text(MIN_WORKER_MEMORY)
+                        ),
+                    ));
+                }
+                Some(bytes)
+            }
+        };
+        Ok(PluginSettings {
+            isolate: self.isolate.clone(),
+            watch,
+            max_workers,
+            worker_memory,
+            check_permissions: self.check_permissions.unwrap_or(true),
+        })
+    }
+}
+
+/// `512MiB`, `2GiB`, `1.5G`, `900K`, `1048576`: binary units (K, M, G with or without `iB`).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    if number.is_empty() {
+        return Err(format!("\"{text}\" is not a size; write e.g. \"512MiB\""));
+    }
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "\"{text}\": unknown unit \"{other}\"; use KiB, MiB or GiB, e.g. \"512MiB\""
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a size; write e.g. \"512MiB\""))?;
+    let bytes = value * factor as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(format!("\"{text}\" is out of range; write e.g. \"512MiB\""));
+    }
+    Ok(bytes as u64)
 }
 
 impl JobEntry {
@@ -661,6 +821,11 @@ impl JobEntry {
         job.node_tag = self.node_tag.filter(|t| !t.is_empty());
         job.enabled = self.enabled.unwrap_or(true);
         job.description = self.description;
+        if let Some(i) = &self.isolation {
+            job.isolation = i
+                .parse::<Isolation>()
+                .map_err(|e| ("isolation", e.to_string()))?;
+        }
         job.application = Some(CONFIG_APPLICATION.to_string());
         job.validate().map_err(|e| ("", e.to_string()))?;
         Ok(job)
@@ -1034,6 +1199,98 @@ enabled = false
         .unwrap();
         assert_eq!(c.exe_allowlist.unwrap().len(), 2);
         assert!(c.exe_allowlist_source.contains("TAKT_EXE_ALLOWLIST"));
+    }
+
+    #[test]
+    fn plugin_isolation_watch_and_permissions() {
+        let c = parse("capacity = 3").unwrap();
+        assert!(c.isolate.is_empty());
+        assert_eq!(c.plugin_watch, None);
+        assert_eq!(c.max_workers, 3, "max_workers defaults to the capacity");
+        assert_eq!(c.worker_memory, None);
+        assert!(c.check_permissions, "on unless the operator says otherwise");
+
+        let c = parse(
+            "[plugins]\nisolate = [\"acme\", \"mes-line\"]\nwatch = true\nmax_workers = 2\n\
+             worker_memory = \"1.5GiB\"\ncheck_permissions = false\n\
+             [[jobs]]\nname = \"j\"\nhandler = \"acme::run\"\nisolation = \"process\"",
+        )
+        .unwrap();
+        assert_eq!(c.isolate, ["acme", "mes-line"]);
+        assert_eq!(
+            c.plugin_watch,
+            Some(Duration::from_secs(2)),
+            "default interval"
+        );
+        assert_eq!(c.max_workers, 2);
+        assert_eq!(c.worker_memory, Some(3 << 29));
+        assert!(!c.check_permissions);
+        assert_eq!(c.jobs[0].isolation, Isolation::Process);
+        let c = parse("[plugins]\nwatch = true\nwatch_interval = \"10s\"").unwrap();
+        assert_eq!(c.plugin_watch, Some(Duration::from_secs(10)));
+        assert_eq!(
+            parse("[plugins]\nworker_memory = \"512M\"")
+                .unwrap()
+                .worker_memory,
+            Some(512 << 20)
+        );
+
+        for (text, key, needle) in [
+            (
+                "[plugins]\nisolate = [\"Acme\"]",
+                "plugins.isolate",
+                "is not a plugin name",
+            ),
+            (
+                "[plugins]\nisolate = [\"exe\"]",
+                "plugins.isolate",
+                "built into takt",
+            ),
+            (
+                "[plugins]\nisolate = [\"http\"]",
+                "plugins.isolate",
+                "built into takt",
+            ),
+            (
+                "[plugins]\nwatch_interval = \"5s\"",
+                "plugins.watch_interval",
+                "add watch = true",
+            ),
+            (
+                "[plugins]\nwatch = true\nwatch_interval = \"0s\"",
+                "plugins.watch_interval",
+                "zero",
+            ),
+            (
+                "[plugins]\nmax_workers = 0",
+                "plugins.max_workers",
+                "at least 1",
+            ),
+            (
+                "[plugins]\nworker_memory = \"lots\"",
+                "plugins.worker_memory",
+                "not a size",
+            ),
+            (
+                "[plugins]\nworker_memory = \"512 parsecs\"",
+                "plugins.worker_memory",
+                "unknown unit",
+            ),
+            (
+                "[plugins]\nworker_memory = \"1MiB\"",
+                "plugins.worker_memory",
+                "too little",
+            ),
+            (
+                "[[jobs]]\nname = \"j\"\nhandler = \"a::b\"\nisolation = \"sandbox\"",
+                "jobs[0].isolation",
+                "use in-process or process",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.message.contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

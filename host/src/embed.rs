@@ -45,10 +45,11 @@ use takt_core::store::Store;
 use takt_plugin_api::abi::PluginRef;
 
 use crate::executor::{Executor, ExecutorConfig};
-use crate::plugins::{LoadOptions, PluginSet, Refusal};
+use crate::plugins::{LoadOptions, PluginSet, Plugins, Refusal};
 use crate::scheduler::{
     Clock, Scheduler, SchedulerConfig, SchedulerError, SchedulerHandle, SystemClock,
 };
+use crate::worker::{WorkerProgram, WorkerSettings, Workers};
 
 /// Why a [`HostBuilder`] could not start a host.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +62,9 @@ pub enum HostError {
     /// The scheduler could not start (the store failed during recovery).
     #[error(transparent)]
     Scheduler(#[from] SchedulerError),
+    /// The worker program could not be found.
+    #[error("cannot find the worker program: {0}; name it with HostBuilder::worker_program")]
+    WorkerProgram(std::io::Error),
 }
 
 /// Builds and starts an embedded host; see the module docs.
@@ -73,6 +77,10 @@ pub struct HostBuilder<S> {
     scheduler: SchedulerConfig,
     executor: ExecutorConfig,
     clock: Arc<dyn Clock>,
+    worker_program: Option<WorkerProgram>,
+    isolate: Vec<String>,
+    max_workers: Option<usize>,
+    worker_memory: Option<u64>,
 }
 
 impl<S: Store + Clone + 'static> HostBuilder<S> {
@@ -89,6 +97,10 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
             scheduler: SchedulerConfig::new(NodeId(crate::config::host_name())),
             executor: ExecutorConfig::default(),
             clock: Arc::new(SystemClock),
+            worker_program: WorkerProgram::default_for_this_program(),
+            isolate: Vec::new(),
+            max_workers: None,
+            worker_memory: None,
         }
     }
 
@@ -160,40 +172,85 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
         self
     }
 
+    /// The program started as worker processes for isolated plugins
+    /// ([`crate::worker`]). Default: this program when it is `takt`, else none — a job that
+    /// asks for isolation then fails saying so. An embedding program either names an
+    /// installed `takt` ([`WorkerProgram::Path`]), or calls
+    /// [`crate::worker::serve_if_worker`] first thing in its `main` and passes
+    /// [`WorkerProgram::CurrentExe`].
+    pub fn worker_program(mut self, program: WorkerProgram) -> Self {
+        self.worker_program = Some(program);
+        self
+    }
+
+    /// Plugins (by name) whose every call runs in a worker process; they are never mapped
+    /// into this program. Needs a [`worker_program`](Self::worker_program).
+    pub fn isolate(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.isolate = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The most worker processes alive at once (default: the capacity).
+    pub fn max_workers(mut self, n: usize) -> Self {
+        self.max_workers = Some(n);
+        self
+    }
+
+    /// Caps each worker process's memory at `bytes` (see [`WorkerSettings::memory_limit`]).
+    pub fn worker_memory_limit(mut self, bytes: u64) -> Self {
+        self.worker_memory = Some(bytes);
+        self
+    }
+
+    /// Polls the plugin directory every `every` and reloads changed files
+    /// ([`SchedulerConfig::plugin_watch`]); without it, reload with
+    /// [`SchedulerHandle::reload_plugins`].
+    pub fn watch_plugins(mut self, every: Duration) -> Self {
+        self.scheduler.plugin_watch = Some(every);
+        self
+    }
+
     /// Loads the plugins, recovers this node's leftover runs and starts the loop on the
     /// current tokio runtime.
     pub async fn start(self) -> Result<Host<S>, HostError> {
-        let mut plugins = match &self.plugin_dir {
-            Some(dir) => PluginSet::load_dir(dir, &self.load_options),
-            None => PluginSet::with_aliases(self.load_options.aliases.clone()),
-        };
-        for refusal in plugins.refusals() {
-            if self.require_all {
-                return Err(refusal.clone().into());
-            }
-            tracing::warn!("{refusal}");
+        let mut plugins = Plugins::builder()
+            .options(self.load_options)
+            .isolate(self.isolate)
+            .require_all(self.require_all);
+        if let Some(dir) = self.plugin_dir {
+            plugins = plugins.dir(dir);
+        }
+        if let Some(program) = &self.worker_program {
+            let program = program.resolve().map_err(HostError::WorkerProgram)?;
+            let mut settings = WorkerSettings::new(program);
+            settings.max_workers = self.max_workers.unwrap_or(self.executor.capacity.max(1));
+            settings.memory_limit = self.worker_memory;
+            plugins = plugins.workers(Workers::new(settings));
         }
         for module in self.statics {
-            plugins.add_static(module)?;
+            plugins = plugins.static_plugin(module);
         }
-        let plugins = Arc::new(plugins);
-        let handle = Scheduler::new(
+        let plugins = Arc::new(plugins.build()?);
+        for refusal in plugins.current().refusals() {
+            tracing::warn!("{refusal}");
+        }
+        let handle = Scheduler::with_plugins(
             self.scheduler,
             self.store,
-            plugins.clone(),
+            plugins,
             Executor::new(self.executor),
             self.clock,
         )
         .start()
         .await?;
-        Ok(Host { handle, plugins })
+        Ok(Host { handle })
     }
 }
 
-/// A started embedded host: its [`SchedulerHandle`] (which it derefs to) and its plugins.
+/// A started embedded host: its [`SchedulerHandle`] (which it derefs to: jobs, runs, pause,
+/// events, plugin reloads, shutdown).
 pub struct Host<S> {
     handle: SchedulerHandle<S>,
-    plugins: Arc<PluginSet>,
 }
 
 impl<S> Host<S> {
@@ -201,10 +258,12 @@ impl<S> Host<S> {
     pub fn handle(&self) -> &SchedulerHandle<S> {
         &self.handle
     }
+}
 
-    /// The loaded plugins and the refused files.
-    pub fn plugins(&self) -> &Arc<PluginSet> {
-        &self.plugins
+impl<S: Store + Clone + 'static> Host<S> {
+    /// The plugins serving now and the refused files (a reload replaces the set).
+    pub fn plugins(&self) -> Arc<PluginSet> {
+        self.handle.plugins()
     }
 }
 

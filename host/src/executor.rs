@@ -47,6 +47,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use takt_plugin_api::abi::{ErrorKind, PluginError, PluginRef};
+
+use crate::worker::WorkerPool;
 use takt_plugin_api::host::{self, CallInfo};
 use tokio::sync::{Semaphore, oneshot, watch};
 
@@ -54,7 +56,8 @@ pub use cancel::CancelToken;
 pub use outcome::{CancelReason, Outcome, RunReport};
 pub use services::{LogLimits, RunSink};
 
-use services::{CallState, StopReason};
+use services::StopReason;
+pub(crate) use services::{CallState, WorkerControl, interruptible_sleep, truncate_within};
 
 /// How an [`Executor`] behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +83,22 @@ impl Default for ExecutorConfig {
     }
 }
 
+/// Where a call runs.
+#[derive(Clone)]
+pub enum Target {
+    /// In this process, through the loaded module.
+    InProcess(PluginRef),
+    /// In a worker process of this plugin version's pool ([`crate::worker`]): a crash fails
+    /// only this run, and a call that ignores its cancel is killed with its worker.
+    Worker(Arc<WorkerPool>),
+}
+
+impl From<PluginRef> for Target {
+    fn from(module: PluginRef) -> Target {
+        Target::InProcess(module)
+    }
+}
+
 /// One plugin call to make.
 ///
 /// The executor does not resolve anything: the caller (the scheduling loop) has already
@@ -87,8 +106,8 @@ impl Default for ExecutorConfig {
 /// handler's default, else none).
 #[derive(Clone)]
 pub struct RunRequest {
-    /// The loaded plugin.
-    pub plugin: PluginRef,
+    /// Where the plugin runs.
+    pub target: Target,
     /// The handler's name inside the plugin (`clean_expired_tokens`).
     pub handler: String,
     /// The full HandlerType (`examples::clean_expired_tokens`), for messages and thread names.
@@ -124,6 +143,7 @@ impl std::fmt::Debug for RunRequest {
         // `PluginRef` has no `Debug`; the HandlerType names the plugin anyway.
         f.debug_struct("RunRequest")
             .field("handler_type", &self.handler_type)
+            .field("isolated", &matches!(self.target, Target::Worker(_)))
             .field("params_json", &self.params_json)
             .field("job_id", &self.job_id)
             .field("job_name", &self.job_name)
@@ -146,6 +166,9 @@ pub struct ExecutorStats {
     pub abandoned_total: usize,
     /// Abandoned threads that are still inside their plugin.
     pub abandoned_alive: usize,
+    /// Isolated calls whose worker process was killed because the call ignored its cancel
+    /// for the grace period (nothing of them runs on, so nothing is abandoned).
+    pub killed_total: usize,
 }
 
 /// Runs plugin calls. Cheap to clone: clones share capacity, counters and shutdown state.
@@ -164,6 +187,7 @@ struct Shared {
     shutdown: watch::Sender<Option<Duration>>,
     running: AtomicUsize,
     abandoned_total: AtomicUsize,
+    killed_total: AtomicUsize,
     /// Shared with the call threads, which decrement it when an abandoned call finally returns.
     abandoned_alive: Arc<AtomicUsize>,
     /// The call threads, reused between calls (see `pool`).
@@ -188,6 +212,7 @@ impl Executor {
                 shutdown: watch::Sender::new(None),
                 running: AtomicUsize::new(0),
                 abandoned_total: AtomicUsize::new(0),
+                killed_total: AtomicUsize::new(0),
                 abandoned_alive: Arc::new(AtomicUsize::new(0)),
                 threads: pool::Pool::new(capacity as usize),
             }),
@@ -251,7 +276,11 @@ impl Executor {
         let started = jiff::Timestamp::now()
             .checked_add(t0 - now)
             .unwrap_or_else(|_| jiff::Timestamp::now());
-        let state = Arc::new(CallState::new(sink, shared.limits, wait_until.is_some()));
+        let mut state = CallState::new(sink, shared.limits, wait_until.is_some());
+        if matches!(req.target, Target::Worker(_)) {
+            state = state.isolated();
+        }
+        let state = Arc::new(state);
         let deadline = req.timeout.and_then(|t| t0.checked_add(t));
         let deadline_unix_ms = match req.timeout {
             Some(t) => started
@@ -311,11 +340,25 @@ impl Executor {
             _ => shared.grace,
         };
         let answer = match tokio::time::timeout(grace, &mut rx).await {
-            Ok(answer) => Some(answer),
-            Err(_elapsed) if in_flight.abandon() => None,
+            Ok(answer) => Answer::Returned(answer),
+            // In a worker: kill it, and with it everything the call was doing; its thread
+            // answers once the worker is gone.
+            Err(_elapsed) if state.is_isolated() => {
+                state.kill_worker();
+                shared.killed_total.fetch_add(1, Ordering::AcqRel);
+                match tokio::time::timeout(KILL_WAIT, &mut rx).await {
+                    Ok(_) => Answer::Killed,
+                    Err(_) if in_flight.abandon() => Answer::Abandoned,
+                    Err(_) => {
+                        let _ = rx.await;
+                        Answer::Killed
+                    }
+                }
+            }
+            Err(_elapsed) if in_flight.abandon() => Answer::Abandoned,
             // The thread finished in the instant between the grace running out and the
             // abandon: its answer is being sent right now.
-            Err(_elapsed) => Some(rx.await),
+            Err(_elapsed) => Answer::Returned(rx.await),
         };
         let outcome = stopped_outcome(stop, answer, &req.handler_type, req.timeout, grace);
         in_flight.finish(outcome, started, t0, queued)
@@ -382,6 +425,7 @@ impl Executor {
             running: self.running(),
             abandoned_total: self.abandoned_threads(),
             abandoned_alive: self.abandoned_threads_alive(),
+            killed_total: self.shared.killed_total.load(Ordering::Acquire),
         }
     }
 }
@@ -395,6 +439,20 @@ impl std::fmt::Debug for Executor {
             .field("shutting_down", &self.is_shutting_down())
             .finish()
     }
+}
+
+/// How long the host waits for an isolated call's thread after killing its worker (the
+/// thread sees the end of the worker's output at once; this only bounds a surprise).
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// What the host got after raising the cancel flag.
+enum Answer {
+    /// The call returned within the grace period.
+    Returned(Result<CallResult, oneshot::error::RecvError>),
+    /// The call ignored the cancel; its worker process was killed.
+    Killed,
+    /// The call ignored the cancel; its thread is abandoned.
+    Abandoned,
 }
 
 /// What made the host stop waiting for the plain answer.
@@ -448,7 +506,7 @@ fn spawn_call(
     shared: &Shared,
     tx: oneshot::Sender<CallResult>,
 ) -> std::io::Result<()> {
-    let plugin = req.plugin;
+    let target = req.target.clone();
     let handler = req.handler.clone();
     let handler_type = req.handler_type.clone();
     let params = req.params_json.clone();
@@ -476,8 +534,9 @@ fn spawn_call(
         };
         // `host::call` and the SDK already keep panics inside their FFI edges; this is the
         // last line, so that nothing on this thread can end without an answer.
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            host::call(plugin, &handler, &params, &info, &*state)
+        let result = catch_unwind(AssertUnwindSafe(|| match &target {
+            Target::InProcess(plugin) => host::call(*plugin, &handler, &params, &info, &*state),
+            Target::Worker(pool) => pool.call(&handler, &params, &info, &state),
         }))
         .unwrap_or_else(|payload| {
             let what = payload
@@ -580,9 +639,15 @@ impl Drop for InFlight<'_> {
             // Abandon before raising the flag: the host stops waiting now, whatever the
             // plugin does next; the other order would let a prompt plugin finish in between
             // and go uncounted. A call still waiting for its start is refused instead: its
-            // plugin is never called, so there is no thread inside it to abandon.
+            // plugin is never called, so there is no thread inside it to abandon. A call in
+            // a worker is killed: nobody waits for it any more, so nothing of it may run on.
             if !self.state.try_refuse() {
-                self.abandon();
+                if self.state.is_isolated() {
+                    self.state.kill_worker();
+                    self.shared.killed_total.fetch_add(1, Ordering::AcqRel);
+                } else {
+                    self.abandon();
+                }
             }
             self.state.cancel(StopReason::Requested);
             self.state.close_log();
@@ -657,24 +722,28 @@ fn finished_outcome(
 /// The outcome after the host raised the cancel flag: decided by why, not by the answer.
 fn stopped_outcome(
     stop: Stop,
-    answer: Option<Result<CallResult, oneshot::error::RecvError>>,
+    answer: Answer,
     handler: &str,
     timeout: Option<Duration>,
     grace: Duration,
 ) -> Outcome {
-    let stopped = answer.is_some();
+    let stopped = !matches!(answer, Answer::Abandoned);
     let tail = match answer {
-        Some(Ok(Ok(json))) => format!(
+        Answer::Returned(Ok(Ok(json))) => format!(
             "the handler returned within the {grace:?} grace period with a result, which is discarded: {}",
             clip(&json, 512)
         ),
-        Some(Ok(Err(e))) => format!(
+        Answer::Returned(Ok(Err(e))) => format!(
             "the handler returned within the {grace:?} grace period: {}: {}",
             e.kind,
             clip(e.message.as_str(), 2048)
         ),
-        Some(Err(_)) => lost_answer(handler).error_text().unwrap_or_default(),
-        None => format!(
+        Answer::Returned(Err(_)) => lost_answer(handler).error_text().unwrap_or_default(),
+        Answer::Killed => format!(
+            "the handler ignored the cancel flag for the {grace:?} grace period; its worker \
+             process was killed with everything it started, so nothing of the run goes on"
+        ),
+        Answer::Abandoned => format!(
             "the handler ignored the cancel flag for the {grace:?} grace period; its thread is \
              abandoned and keeps running until the plugin returns"
         ),
@@ -713,7 +782,7 @@ fn lost_answer(handler_type: &str) -> Outcome {
 }
 
 /// At most `max` bytes of `s`, at a character boundary, marked when cut.
-fn clip(s: &str, max: usize) -> String {
+pub(crate) fn clip(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -782,21 +851,39 @@ mod tests {
         let ok: CallResult = Ok("{}".into());
         let grace = Duration::from_millis(200);
         let timeout = Some(Duration::from_secs(1));
-        let o = stopped_outcome(Stop::Timeout, Some(Ok(ok.clone())), "p::h", timeout, grace);
+        let o = stopped_outcome(
+            Stop::Timeout,
+            Answer::Returned(Ok(ok.clone())),
+            "p::h",
+            timeout,
+            grace,
+        );
         assert!(
             matches!(&o, Outcome::TimedOut { stopped: true, after, message }
                 if *after == Duration::from_secs(1) && message.contains("discarded: {}")),
             "{o:?}"
         );
-        let o = stopped_outcome(Stop::Shutdown(grace), None, "p::h", timeout, grace);
+        let o = stopped_outcome(
+            Stop::Shutdown(grace),
+            Answer::Abandoned,
+            "p::h",
+            timeout,
+            grace,
+        );
         assert!(
             matches!(&o, Outcome::Cancelled { reason: CancelReason::Shutdown, stopped: false, message }
                 if message.contains("abandoned")),
             "{o:?}"
         );
+        let o = stopped_outcome(Stop::Timeout, Answer::Killed, "p::h", timeout, grace);
+        assert!(
+            matches!(&o, Outcome::TimedOut { stopped: true, message, .. }
+                if message.contains("worker process was killed")),
+            "{o:?}"
+        );
         let o = stopped_outcome(
             Stop::Requested,
-            Some(Ok(error(ErrorKind::CANCELLED, false))),
+            Answer::Returned(Ok(error(ErrorKind::CANCELLED, false))),
             "p::h",
             None,
             grace,

@@ -10,7 +10,7 @@ use serde_json::Value;
 use takt_core::Timestamp;
 use takt_core::job::JobName;
 use takt_core::policy::RetryPolicy;
-use takt_core::run::{NodeId, RunEvent};
+use takt_core::run::{NodeId, PluginBuild, RunEvent};
 use takt_core::store::conformance::block_on;
 use takt_core::store::{ClaimParams, LogLevel, LogLine, RunFinish, Store};
 use takt_host::store::{SqliteOptions, SqliteStore};
@@ -116,7 +116,11 @@ fn migrate_twice_then_up_to_date() {
     );
     assert!(d.db().exists(), "default takt.db in the working directory");
     let second = d.ok(&["db", "migrate"]);
-    assert!(second.contains("up to date (version 3)"), "{second}");
+    let latest = format!(
+        "up to date (version {})",
+        takt_host::store::latest_version()
+    );
+    assert!(second.contains(&latest), "{second}");
     // --db wins over the default, TAKT_DB over takt.db.
     let other = d.0.join("other.db");
     d.ok(&["db", "migrate", "--db", other.to_str().unwrap()]);
@@ -374,6 +378,17 @@ fn update_enable_disable_trigger() {
     let e = d.fails(&["job", "update", "j", "--tz", "Nowhere/Zone"]);
     assert!(e.contains("unknown time zone \"Nowhere/Zone\""), "{e}");
 
+    // Isolation: in-process by default, stored and shown; a bad value names the flag.
+    assert_eq!(kept["isolation"], "in-process");
+    d.ok(&["job", "update", "j", "--isolation", "process"]);
+    assert_eq!(d.json(&["job", "show", "j"])["isolation"], "process");
+    assert!(d.ok(&["job", "show", "j"]).contains("process"));
+    let e = d.fails(&["job", "update", "j", "--isolation", "sandbox"]);
+    assert!(
+        e.contains("--isolation") && e.contains("use in-process or process"),
+        "{e}"
+    );
+
     d.ok(&["job", "disable", "j"]);
     assert_eq!(d.json(&["job", "show", "j"])["enabled"], false);
     let e = d.fails(&["job", "trigger", "j"]);
@@ -439,6 +454,11 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
         .collect();
     block_on(store.log_append(id, &lines)).expect("log");
     let mut done = run.clone();
+    let build = PluginBuild {
+        name: "examples".into(),
+        version: "1.2.3".into(),
+        sha256: Some("cd".repeat(32)),
+    };
     let event = if fail {
         RunEvent::Failed {
             error: "connection refused by upstream".into(),
@@ -449,8 +469,9 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
     };
     done.apply(event, now, &RetryPolicy::default())
         .expect("legal");
-    block_on(store.run_set_state_if_running(id, 1, &RunFinish::from_run(&done, now)))
-        .expect("finish");
+    let mut finish = RunFinish::from_run(&done, now);
+    finish.plugin = (!fail).then_some(build);
+    block_on(store.run_set_state_if_running(id, 1, &finish)).expect("finish");
     id.0
 }
 
@@ -490,9 +511,14 @@ fn runs_and_logs_show_seeded_rows() {
     assert_eq!(only_bad[0]["id"], bad_id);
     assert_eq!(only_bad[0]["state"], "failed");
     assert_eq!(only_bad[0]["job"], "bad");
+    assert_eq!(only_bad[0]["plugin"], Value::Null, "no build recorded");
+    assert_eq!(only_bad[0]["plugin_sha256"], Value::Null);
     let succeeded = d.json(&["runs", "--state", "succeeded"]);
     assert_eq!(succeeded.as_array().unwrap().len(), 1);
     assert_eq!(succeeded[0]["id"], ok_id);
+    assert_eq!(succeeded[0]["plugin"], "examples");
+    assert_eq!(succeeded[0]["plugin_version"], "1.2.3");
+    assert_eq!(succeeded[0]["plugin_sha256"], "cd".repeat(32));
     assert_eq!(
         d.json(&["runs", "--limit", "1"]).as_array().unwrap().len(),
         1

@@ -108,8 +108,8 @@ async fn static_plugins_run_beside_plugin_files_through_the_same_abi() {
         .start()
         .await
         .expect("the host starts");
-    let names: Vec<(&str, String)> = host
-        .plugins()
+    let set = host.plugins();
+    let names: Vec<(&str, String)> = set
         .plugins()
         .iter()
         .map(|p| (p.name.as_str(), p.file.display().to_string()))

@@ -88,7 +88,7 @@ fn request(plugin: PluginRef, handler_type: &str, params: Value) -> RunRequest {
         .split_once("::")
         .map_or(handler_type, |(_, h)| h);
     RunRequest {
-        plugin,
+        target: plugin.into(),
         handler: handler.to_string(),
         handler_type: handler_type.to_string(),
         params_json: params.to_string(),

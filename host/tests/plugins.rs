@@ -218,7 +218,7 @@ fn a_directory_loads_good_plugins_and_refuses_bad_ones_with_reasons() {
     assert_eq!(hello.handler.handler_type, "examples::hello");
     let rec = Recorder::default();
     let out = call(
-        hello.plugin.module(),
+        hello.plugin.module().expect("mapped in process"),
         &hello.handler.name,
         r#"{"name": "takt"}"#,
         &info(),
@@ -310,13 +310,27 @@ fn the_original_file_can_be_replaced_while_the_plugin_runs() {
     // Overwrite the original in place (what an operator's `cp` does) with another plugin.
     std::fs::copy(lib("takt-plugin-testing"), &file).unwrap();
     let rec = Recorder::default();
-    let out = call(first.module(), "hello", "{}", &info(), &rec).unwrap();
+    let out = call(
+        first.module().expect("mapped"),
+        "hello",
+        "{}",
+        &info(),
+        &rec,
+    )
+    .unwrap();
     assert!(out.contains("hello, world"), "{out}");
     // Loading the file again now yields the new content, side by side with the old one.
     let second = load_file(&file, &o).unwrap();
     assert_eq!(second.name, "testing");
     assert_ne!(second.sha256, first.sha256);
-    let out = call(first.module(), "hello", "{}", &info(), &rec).unwrap();
+    let out = call(
+        first.module().expect("mapped"),
+        "hello",
+        "{}",
+        &info(),
+        &rec,
+    )
+    .unwrap();
     assert!(out.contains("hello, world"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -419,5 +433,80 @@ fn plugin_list_and_verify_commands() {
             .unwrap()
             .contains("must be 64 hexadecimal digits")
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A plugin file or directory that users other than the host's own may write is refused with
+/// the file, its mode and the fix (like ssh with a key file); the operator can opt out.
+#[cfg(unix)]
+#[test]
+fn files_and_directories_others_may_write_are_refused_unless_opted_out() {
+    use std::os::unix::fs::PermissionsExt;
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let dir = scratch("perms");
+    chmod(&dir, 0o755);
+    let file = copy_in(&dir, "takt-plugin-examples", "a-examples");
+    chmod(&file, 0o644);
+    let o = options(&dir);
+    assert!(o.check_permissions, "on by default");
+    let set = PluginSet::load_dir(&dir, &o);
+    assert_eq!(
+        set.plugins().len(),
+        1,
+        "umask 022 files load: {:?}",
+        set.refusals()
+    );
+
+    for (mode, who) in [(0o664, "its group"), (0o646, "every user")] {
+        chmod(&file, mode);
+        let set = PluginSet::load_dir(&dir, &o);
+        assert!(set.plugins().is_empty());
+        let r = &set.refusals()[0];
+        assert_eq!(r.file, file);
+        assert!(
+            r.reason.contains(&format!(
+                "the plugin file is writable by {who} (mode 0{mode:o})"
+            )),
+            "{r}"
+        );
+        assert!(
+            r.fix.contains(&format!("chmod go-w {}", file.display())),
+            "{r}"
+        );
+        let r = load_file(&file, &o).unwrap_err();
+        assert!(
+            r.reason.contains("writable by"),
+            "verify says the same: {r}"
+        );
+    }
+    chmod(&file, 0o644);
+    for mode in [0o775, 0o777] {
+        chmod(&dir, mode);
+        let set = PluginSet::load_dir(&dir, &o);
+        assert!(
+            set.plugins().is_empty(),
+            "nothing loads from a writable directory"
+        );
+        assert_eq!(set.refusals().len(), 1);
+        let r = &set.refusals()[0];
+        assert_eq!(r.file, dir);
+        assert!(
+            r.reason.starts_with("the plugin directory is writable by")
+                && r.reason.contains(&format!("(mode 0{mode:o})")),
+            "{r}"
+        );
+        assert!(r.fix.contains("check_permissions = false"), "{r}");
+    }
+    // The opt-out: the operator accepts the writable directory and file.
+    chmod(&file, 0o666);
+    let opted = LoadOptions {
+        check_permissions: false,
+        ..options(&dir)
+    };
+    let set = PluginSet::load_dir(&dir, &opted);
+    assert_eq!(set.plugins().len(), 1, "{:?}", set.refusals());
+    chmod(&dir, 0o755);
     std::fs::remove_dir_all(&dir).ok();
 }

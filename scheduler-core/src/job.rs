@@ -102,6 +102,12 @@ pub enum JobError {
         /// The repeated name.
         name: String,
     },
+    /// An isolation that is neither `in-process` nor `process`.
+    #[error("job isolation \"{value}\" is unknown; use in-process or process")]
+    Isolation {
+        /// The value as given.
+        value: String,
+    },
     /// Parameters that are not a JSON object or array.
     #[error(
         "job params_json does not look like JSON (it must start with {{ or [); write e.g. {{}} \
@@ -191,6 +197,53 @@ impl FromStr for Priority {
     }
 }
 
+/// Where a job's plugin calls run: in the host's own process (the default) or in a worker
+/// process the host can kill.
+///
+/// A host may also isolate every job of some plugins (its configuration); `InProcess` is then
+/// the job's *request*, not a promise: the stricter of the two applies. `Process` is always
+/// honoured (or the run fails saying why: a plugin compiled into the host cannot leave it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// In the host's process, unless the host isolates the job's plugin.
+    #[default]
+    InProcess,
+    /// In a worker child process: a crash fails only this run, a timeout kills the worker.
+    Process,
+}
+
+impl Isolation {
+    /// Both values.
+    pub const ALL: [Isolation; 2] = [Isolation::InProcess, Isolation::Process];
+
+    /// `in-process` or `process`: the form of config files, the CLI and storage.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::InProcess => "in-process",
+            Isolation::Process => "process",
+        }
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Isolation {
+    type Err = JobError;
+
+    fn from_str(s: &str) -> Result<Self, JobError> {
+        Isolation::ALL
+            .into_iter()
+            .find(|i| i.name() == s.trim())
+            .ok_or_else(|| JobError::Isolation {
+                value: s.to_string(),
+            })
+    }
+}
+
 /// A job definition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobDef {
@@ -232,6 +285,8 @@ pub struct JobDef {
     pub owner: Option<String>,
     /// Free text.
     pub description: Option<String>,
+    /// Where its plugin calls run.
+    pub isolation: Isolation,
     /// The next fire time the loop will act on (kept by the store).
     pub next_fire: Option<Timestamp>,
     /// Bumped by every update; stores compare-and-set on it.
@@ -264,6 +319,7 @@ impl JobDef {
             application: None,
             owner: None,
             description: None,
+            isolation: Isolation::InProcess,
             next_fire: None,
             version: 0,
             updated_at: None,
@@ -379,6 +435,22 @@ mod tests {
         assert_eq!(j.misfire.action, MisfireAction::Skip);
         assert_eq!(j.retry.max_retries, 0);
         assert_eq!(j.version, 0);
+        assert_eq!(j.isolation, Isolation::InProcess);
+    }
+
+    #[test]
+    fn isolation_reads_its_two_names_and_refuses_others() {
+        for i in Isolation::ALL {
+            assert_eq!(i.name().parse::<Isolation>().unwrap(), i);
+        }
+        assert_eq!(
+            " process ".parse::<Isolation>().unwrap(),
+            Isolation::Process
+        );
+        assert_eq!(
+            "sandbox".parse::<Isolation>().unwrap_err().to_string(),
+            "job isolation \"sandbox\" is unknown; use in-process or process"
+        );
     }
 
     #[test]

@@ -228,6 +228,19 @@ pub struct Progress {
     pub message: String,
 }
 
+/// Which build of which plugin ran an attempt: what an operator needs to tell, after a hot
+/// swap, whether a run was served by the old or the new version of a plugin file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PluginBuild {
+    /// The plugin's name (the first half of its HandlerTypes).
+    pub name: String,
+    /// The version the plugin reports.
+    pub version: String,
+    /// The SHA-256 (lowercase hex) of the plugin file; `None` for a plugin compiled into the
+    /// host, which has no file.
+    pub sha256: Option<String>,
+}
+
 /// One scheduled fire of a job, with everything storage records about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Run {
@@ -267,6 +280,9 @@ pub struct Run {
     pub skip_reason: Option<SkipReason>,
     /// When a retry may be claimed (state `pending` after a failed attempt).
     pub next_attempt_at: Option<Timestamp>,
+    /// The plugin build that ran the latest attempt that ended (recorded with its end;
+    /// `None` before one ended, and for attempts that never reached a plugin).
+    pub plugin: Option<PluginBuild>,
 }
 
 impl Run {
@@ -290,6 +306,7 @@ impl Run {
             progress: None,
             skip_reason: None,
             next_attempt_at: None,
+            plugin: None,
         }
     }
 

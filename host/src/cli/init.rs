@@ -162,6 +162,19 @@ grace = "10s"
 # require_pins = false
 # Map old HandlerType names onto plugin handlers:
 # aliases = {{ "Acme.Jobs.CleanJob, Acme.Jobs" = "acme::clean" }}
+# Run every call of these plugins in a worker process (a crash fails only that run; a
+# timeout kills the worker), never loading them into takt itself; jobs can also ask with
+# isolation = "process":
+# isolate = ["acme"]
+# The most worker processes at once (default: capacity), and a memory cap for each:
+# max_workers = 8
+# worker_memory = "512MiB"
+# Reload changed plugin files by itself (also: SIGHUP on Linux); new runs use the new
+# version, running runs finish on the old one:
+# watch = true
+# watch_interval = "2s"
+# Plugin files and directories that other users may write are refused; accept them anyway:
+# check_permissions = false
 
 [exe]
 # exe::run, the built-in executor for external programs (seed 000 §5.2): no shell unless

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use takt_core::Timestamp;
-use takt_core::job::{JobDef, JobName, Priority};
+use takt_core::job::{Isolation, JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy};
 use takt_core::schedule::{Rule, Schedule, format_duration};
 use takt_core::store::{RunFilter, Store};
@@ -184,6 +184,11 @@ struct AddOpts {
     /// Free text [default: none].
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
+    /// Where the plugin runs: in-process (the host's own process, unless the host isolates
+    /// the plugin) or process (a worker child process the host can kill) [default:
+    /// in-process].
+    #[arg(long, value_name = "in-process|process")]
+    isolation: Option<String>,
     /// Cron only: how day-of-month and day-of-week combine when both are set [default: or].
     #[arg(long, value_name = "or|and")]
     day_match: Option<String>,
@@ -272,6 +277,9 @@ struct UpdateOpts {
     /// A new description; "" clears it.
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
+    /// A new isolation: in-process or process (see `job add --help`).
+    #[arg(long, value_name = "in-process|process")]
+    isolation: Option<String>,
     /// Cron only: how day-of-month and day-of-week combine from now on (or, and).
     #[arg(long, value_name = "or|and")]
     day_match: Option<String>,
@@ -296,6 +304,7 @@ struct JobOpts {
     group: Option<String>,
     node_tag: Option<String>,
     description: Option<String>,
+    isolation: Option<String>,
     day_match: Option<String>,
     dst_gap: Option<String>,
     dst_fold: Option<String>,
@@ -318,6 +327,7 @@ macro_rules! into_job_opts {
                     group: o.group,
                     node_tag: o.node_tag,
                     description: o.description,
+                    isolation: o.isolation,
                     day_match: o.day_match,
                     dst_gap: o.dst_gap,
                     dst_fold: o.dst_fold,
@@ -375,6 +385,11 @@ impl JobOpts {
         }
         if let Some(d) = &self.description {
             job.description = (!d.is_empty()).then(|| d.clone());
+        }
+        if let Some(i) = &self.isolation {
+            job.isolation = i
+                .parse::<Isolation>()
+                .map_err(|e| anyhow!("--isolation: {e}"))?;
         }
         Ok(())
     }
@@ -518,6 +533,7 @@ fn job_json(job: &JobDef, fires: &[Timestamp]) -> Value {
         "application": job.application,
         "owner": job.owner,
         "description": job.description,
+        "isolation": job.isolation.name(),
         "effective_from": job.effective_from.map(|t| t.to_string()),
         "expires_at": job.expires_at.map(|t| t.to_string()),
         "next_fire": job.next_fire.map(|t| t.to_string()),
@@ -572,6 +588,7 @@ fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
     t.row(["application".to_string(), opt(&job.application)]);
     t.row(["owner".to_string(), opt(&job.owner)]);
     t.row(["description".to_string(), opt(&job.description)]);
+    t.row(["isolation".to_string(), job.isolation.to_string()]);
     t.row(["effective from".to_string(), opt_ts(job.effective_from)]);
     t.row(["expires at".to_string(), opt_ts(job.expires_at)]);
     t.row(["next fire (UTC)".to_string(), opt_ts(job.next_fire)]);

@@ -38,8 +38,9 @@ pub(super) enum PluginCmd {
 
 #[derive(Debug, Args)]
 pub(super) struct LoadArgs {
-    /// The config whose plugin_dir and [plugins] pins, require_pins and aliases apply, as in
-    /// `takt run` [default: takt.toml in the working directory, if there is one].
+    /// The config whose plugin_dir and [plugins] pins, require_pins, aliases and
+    /// check_permissions apply, as in `takt run` [default: takt.toml in the working
+    /// directory, if there is one].
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
     /// Where content-addressed copies are loaded from [default: <temp>/takt-shadow].
@@ -68,13 +69,15 @@ impl LoadArgs {
         }
     }
 
-    /// The load options: the config's pins, `require_pins` and aliases, then the flags.
+    /// The load options: the config's pins, `require_pins`, aliases and permission check,
+    /// then the flags.
     fn options(&self, config: Option<&Config>) -> Result<LoadOptions> {
         let mut o = LoadOptions::with_temp_shadow();
         if let Some(c) = config {
             o.pins.clone_from(&c.pins);
             o.require_pins = c.require_pins;
             o.aliases.clone_from(&c.aliases);
+            o.check_permissions = c.check_permissions;
         }
         if let Some(d) = &self.shadow_dir {
             o.shadow_dir.clone_from(d);
@@ -232,4 +235,150 @@ fn list_text(set: &PluginSet) -> String {
         }
     }
     out
+}
+
+// ---- takt run: the plugin registry, hot swaps and their messages ---------------------------
+
+/// The plugins of `takt run` as `config` sets them up (directory, load options, isolation
+/// with `takt` itself as the worker program, the permission check); the caller adds the
+/// built-in executors and builds it.
+pub(super) fn registry(config: &Config) -> Result<crate::plugins::PluginsBuilder> {
+    use crate::worker::{WorkerProgram, WorkerSettings, Workers, bytes_text};
+    let options = LoadOptions {
+        shadow_dir: config.shadow_dir.clone(),
+        pins: config.pins.clone(),
+        require_pins: config.require_pins,
+        aliases: config.aliases.clone(),
+        check_permissions: config.check_permissions,
+    };
+    let program = WorkerProgram::CurrentExe
+        .resolve()
+        .map_err(|e| anyhow::anyhow!("cannot find this program's own file for its workers: {e}"))?;
+    let settings = WorkerSettings {
+        max_workers: config.max_workers,
+        memory_limit: config.worker_memory,
+        ..WorkerSettings::new(program)
+    };
+    if !config.isolate.is_empty() {
+        outln!(
+            "isolated plugins (each call in a worker process, at most {} at once{}): {}",
+            settings.max_workers,
+            settings
+                .memory_limit
+                .map(|m| format!(", {} each", bytes_text(m)))
+                .unwrap_or_default(),
+            config.isolate.join(", ")
+        )?;
+    }
+    if !config.check_permissions {
+        outln!(
+            "warning: [plugins] check_permissions = false: plugin files others may write are \
+             loaded"
+        )?;
+    }
+    match config.plugin_watch {
+        Some(every) => outln!(
+            "watching {} for changed plugin files every {}",
+            config.plugin_dir.display(),
+            takt_core::schedule::format_duration(every.as_secs())
+        )?,
+        None if cfg!(unix) => outln!(
+            "plugins reload on SIGHUP (kill -HUP {})",
+            std::process::id()
+        )?,
+        None => {}
+    }
+    Ok(crate::plugins::Plugins::builder()
+        .dir(&config.plugin_dir)
+        .options(options)
+        .isolate(config.isolate.clone())
+        .workers(Workers::new(settings)))
+}
+
+/// SIGHUP on Unix (the signal daemons reload on); nothing elsewhere (Windows has no SIGHUP:
+/// use `[plugins] watch` or the embedding API there).
+pub(super) struct Hangup {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
+}
+
+impl Hangup {
+    pub(super) fn new() -> Result<Hangup> {
+        #[cfg(unix)]
+        {
+            let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .map_err(|e| anyhow::anyhow!("cannot listen for SIGHUP: {e}"))?;
+            Ok(Hangup { signal })
+        }
+        #[cfg(not(unix))]
+        Ok(Hangup {})
+    }
+
+    /// The next SIGHUP (never, where there is none).
+    pub(super) async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            if self.signal.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    }
+}
+
+/// A SIGHUP: reload the plugins (the report is printed from its event).
+pub(super) async fn reload_on_hangup<S: takt_core::store::Store + Clone + 'static>(
+    handle: &crate::scheduler::SchedulerHandle<S>,
+) -> Result<()> {
+    outln!("SIGHUP: reloading the plugins")?;
+    if let Err(e) = handle.reload_plugins().await {
+        outln!("cannot reload the plugins: {e}")?;
+    }
+    Ok(())
+}
+
+/// Prints a plugin event of the scheduler (other events print nothing here).
+pub(super) fn print_event(ev: &crate::scheduler::SchedulerEvent, now: &str) -> Result<()> {
+    use crate::scheduler::SchedulerEvent;
+    match ev {
+        SchedulerEvent::PluginsReloaded { report } => {
+            if !report.changed() && report.refused.is_empty() {
+                outln!("{now}  plugins reloaded: nothing changed")?;
+            }
+            for v in &report.loaded {
+                outln!("{now}  plugin {} loaded", v.label())?;
+            }
+            for v in &report.retired {
+                match v.state {
+                    crate::plugins::VersionState::Draining => outln!(
+                        "{now}  plugin {} draining: {} runs finish on it",
+                        v.label(),
+                        v.runs
+                    )?,
+                    _ => outln!("{now}  plugin {} {}", v.label(), v.state)?,
+                }
+            }
+            for r in &report.refused {
+                outln!(
+                    "{now}  plugin file {} refused: {}; fix: {}{}",
+                    r.refusal.file.display(),
+                    r.refusal.reason,
+                    r.refusal.fix,
+                    r.kept
+                        .as_ref()
+                        .map(|k| format!("; {} keeps serving", k.label()))
+                        .unwrap_or_default()
+                )?;
+            }
+            for w in &report.warnings {
+                outln!("{now}  warning: {w}")?;
+            }
+        }
+        SchedulerEvent::PluginDrained { version } => {
+            outln!("{now}  plugin {} drained", version.label())?;
+        }
+        _ => {}
+    }
+    Ok(())
 }

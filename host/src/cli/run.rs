@@ -17,7 +17,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use super::signals::StopRequests;
 use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, LogFormat, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
-use crate::plugins::{LoadOptions, PluginSet, STATIC_ORIGIN};
+use crate::plugins::{PluginSet, STATIC_ORIGIN};
 use crate::scheduler::{
     OffsetClock, Scheduler, SchedulerConfig, SchedulerError, SchedulerEvent, SchedulerHandle,
 };
@@ -107,48 +107,40 @@ async fn host(
         config.file.display()
     )?;
 
-    let options = LoadOptions {
-        shadow_dir: config.shadow_dir.clone(),
-        pins: config.pins.clone(),
-        require_pins: config.require_pins,
-        aliases: config.aliases.clone(),
-    };
-    let mut plugins = PluginSet::load_dir(&config.plugin_dir, &options);
+    let sql = sql_options(&config)?;
+    let sql_names = sql.names();
+    let http = http_options(&config)?;
+    let http_names = http.names();
     // `cargo build` puts the exe plugin *file* (takt-plugin-exe-cdylib) next to the takt
     // binary, which `takt init` makes the plugin directory: the file is refused (and listed
     // below with the fix) rather than stopping the start.
-    plugins
-        .add_builtin(
+    let registry = super::plugin::registry(&config)?
+        .builtin(
             exe_plugin(&config)?,
             "remove the file from the plugin directory: takt run has the exe executor \
              (exe::run) built in, configured by [exe] in takt.toml",
         )
-        .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
-    let sql = sql_options(&config)?;
-    let sql_names = sql.names();
-    plugins
-        .add_builtin(
+        .builtin(
             sql_plugin(sql)?,
             "remove the file from the plugin directory: takt run has the stored-procedure \
              executor (sql::proc) built in, configured by [sql.connections] in takt.toml",
         )
-        .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
-    let http = http_options(&config)?;
-    let http_names = http.names();
-    plugins
-        .add_builtin(
+        .builtin(
             http_plugin(http)?,
             "remove the file from the plugin directory: takt run has the WebAPI executor \
              (http::request) built in, configured by [http_client.connections] in takt.toml",
         )
+        .build()
         .map_err(|r| anyhow::anyhow!("{}; fix: {}", r.reason, r.fix))?;
-    let plugins = Arc::new(plugins);
+    let registry = Arc::new(registry);
+    let plugins = registry.current();
     for p in plugins.plugins() {
         let handlers: Vec<&str> = p.handlers.iter().map(|h| h.handler_type.as_str()).collect();
         outln!(
-            "plugin {} {} loaded: {}",
+            "plugin {} {} loaded{}: {}",
             p.name,
             p.version,
+            if p.is_isolated() { " (isolated)" } else { "" },
             handlers.join(", ")
         )?;
     }
@@ -208,6 +200,7 @@ async fn host(
     sched_config.tags = config.tags.clone();
     sched_config.lease = config.lease;
     sched_config.renew_every = config.renew_every;
+    sched_config.plugin_watch = config.plugin_watch;
     sched_config.takeover = takeover;
     // The runs this process claims carry it: what is still `running` under it after the stop
     // was not recorded (see `unrecorded`).
@@ -231,10 +224,10 @@ async fn host(
         )?;
         return Ok(());
     }
-    let scheduler = Scheduler::new(
+    let scheduler = Scheduler::with_plugins(
         sched_config,
         store.clone(),
-        plugins.clone(),
+        registry.clone(),
         executor,
         clock.clone(),
     );
@@ -307,6 +300,7 @@ async fn host(
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
     // Set when another process takes this node id over: the node stops, and so does takt run.
     let mut taken_over: Option<String> = None;
+    let mut hangup = super::plugin::Hangup::new()?;
     let why = loop {
         let sleep = async {
             match deadline {
@@ -325,6 +319,7 @@ async fn host(
                 Err(RecvError::Closed) => break "the scheduler ended".to_string(),
             },
             request = stop.next() => break request.why,
+            () = hangup.recv() => super::plugin::reload_on_hangup(&handle).await?,
             () = sleep => break format!(
                 "--for {} has passed",
                 format_duration(run_for.unwrap_or_default().as_secs())
@@ -690,6 +685,7 @@ impl Printer {
                 outln!("{}  {message}", short_time(Timestamp::now()))?;
                 return Ok(());
             }
+            other => return super::plugin::print_event(other, &short_time(Timestamp::now())),
         };
         if !names.contains_key(&job)
             && let Ok(Some(j)) = self.store.job_get(job).await

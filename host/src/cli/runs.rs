@@ -87,6 +87,9 @@ fn run_json(r: &Run, job: &str) -> Value {
         "skip_reason": r.skip_reason.map(|s| s.name()),
         "next_attempt_at": r.next_attempt_at.map(|t| t.to_string()),
         "lease_expires_at": r.lease_expires_at.map(|t| t.to_string()),
+        "plugin": r.plugin.as_ref().map(|p| p.name.as_str()),
+        "plugin_version": r.plugin.as_ref().map(|p| p.version.as_str()),
+        "plugin_sha256": r.plugin.as_ref().and_then(|p| p.sha256.as_deref()),
     })
 }
 

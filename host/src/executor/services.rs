@@ -66,6 +66,16 @@ const WAITING: u8 = 3;
 /// Stopped by the host before its start instant: the plugin is never called.
 const REFUSED: u8 = 4;
 
+/// How the host reaches a call running in a worker process (see [`crate::worker`]): the
+/// cancel flag lives in the worker, so raising it is a message, and a call that ignores it is
+/// stopped by killing the worker.
+pub(crate) trait WorkerControl: Send + Sync {
+    /// Sends the cancel to the worker (it raises the plugin's flag and wakes its sleeps).
+    fn cancel(&self);
+    /// Kills the worker process (and what it started) if it still runs this call.
+    fn kill(&self);
+}
+
 /// Shared between the call's thread (as the plugin's [`HostServices`]) and the waiting host.
 pub(crate) struct CallState {
     /// The cheap read the plugin polls; mirrors `stop.is_some()`.
@@ -81,6 +91,12 @@ pub(crate) struct CallState {
     sink: Arc<dyn RunSink>,
     limits: LogLimits,
     book: Mutex<LogBook>,
+    /// The call runs in a worker process: a timeout kills it instead of abandoning a thread.
+    isolated: bool,
+    /// The worker serving the call (attached while it runs there), and whether the host asked
+    /// for a kill — remembered, so a kill requested while the worker was still starting
+    /// reaches it once it is attached.
+    worker: Mutex<(Option<Arc<dyn WorkerControl>>, bool)>,
 }
 
 #[derive(Default)]
@@ -111,10 +127,29 @@ impl CallState {
             sink,
             limits,
             book: Mutex::new(LogBook::default()),
+            isolated: false,
+            worker: Mutex::new((None, false)),
         }
     }
 
-    /// Raises the cancel flag (unless already raised) and wakes every `sleep`.
+    /// The same state for a call made in a worker process.
+    pub(crate) fn isolated(mut self) -> CallState {
+        self.isolated = true;
+        self
+    }
+
+    /// Whether the call runs in a worker process.
+    pub(crate) fn is_isolated(&self) -> bool {
+        self.isolated
+    }
+
+    /// The bounds on this call's log.
+    pub(crate) fn limits(&self) -> LogLimits {
+        self.limits
+    }
+
+    /// Raises the cancel flag (unless already raised) and wakes every `sleep`; a call in a
+    /// worker gets the cancel sent.
     pub(crate) fn cancel(&self, reason: StopReason) {
         let mut stop = lock(&self.stop);
         if stop.is_none() {
@@ -123,6 +158,39 @@ impl CallState {
         }
         drop(stop);
         self.wake.notify_all();
+        let worker = lock(&self.worker).0.clone();
+        if let Some(w) = worker {
+            w.cancel();
+        }
+    }
+
+    /// The worker now serving the call. A cancel or kill the host asked for before is
+    /// passed on at once.
+    pub(crate) fn attach_worker(&self, control: Arc<dyn WorkerControl>) {
+        let mut worker = lock(&self.worker);
+        if worker.1 {
+            control.kill();
+        }
+        worker.0 = Some(control.clone());
+        drop(worker);
+        if self.cancelled.load(Ordering::Acquire) {
+            control.cancel();
+        }
+    }
+
+    /// The call left its worker (it returned, or the worker died).
+    pub(crate) fn detach_worker(&self) {
+        lock(&self.worker).0 = None;
+    }
+
+    /// Kills the call's worker now, or as soon as one is attached.
+    pub(crate) fn kill_worker(&self) {
+        let mut worker = lock(&self.worker);
+        worker.1 = true;
+        if let Some(w) = worker.0.clone() {
+            drop(worker);
+            w.kill();
+        }
     }
 
     /// Called by the call's thread of a call handed over ahead: sleeps until `at` (a precise
@@ -196,25 +264,7 @@ impl HostServices for CallState {
     }
 
     fn sleep(&self, duration: Duration) -> bool {
-        // The condvar (not a poll loop) is what makes a cancel interrupt the sleep at once.
-        let until = Instant::now().checked_add(duration);
-        let mut stop = lock(&self.stop);
-        loop {
-            if stop.is_some() {
-                return true;
-            }
-            let now = Instant::now();
-            stop = match until {
-                Some(until) if now >= until => return false,
-                Some(until) => {
-                    self.wake
-                        .wait_timeout(stop, until - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-                None => self.wake.wait(stop).unwrap_or_else(PoisonError::into_inner),
-            };
-        }
+        interruptible_sleep(&self.stop, &self.wake, duration, Option::is_some)
     }
 
     fn log(&self, level: LogLevel, message: &str) {
@@ -249,14 +299,68 @@ impl HostServices for CallState {
     }
 }
 
+/// Sleeps up to `duration` on `wake`, or until `stopped` holds for the value under `lock`
+/// (checked first, and whenever `wake` is notified); `true` when stopped. The condvar (not a
+/// poll loop) is what makes a cancel interrupt a plugin's sleep at once — in the host and in
+/// a worker process alike.
+pub(crate) fn interruptible_sleep<T>(
+    lock_: &Mutex<T>,
+    wake: &Condvar,
+    duration: Duration,
+    stopped: impl Fn(&T) -> bool,
+) -> bool {
+    let until = Instant::now().checked_add(duration);
+    let mut value = lock(lock_);
+    loop {
+        if stopped(&value) {
+            return true;
+        }
+        let now = Instant::now();
+        value = match until {
+            Some(until) if now >= until => return false,
+            Some(until) => {
+                wake.wait_timeout(value, until - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None => wake.wait(value).unwrap_or_else(PoisonError::into_inner),
+        };
+    }
+}
+
 /// Cuts `s` to at most `max` bytes (plus a marker) at a character boundary.
 fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    cut_marked(s, max, 0)
+}
+
+/// Cuts `s` so that it *and* the marker fit in `max` bytes (a worker process cuts its lines
+/// this way, so that the host, applying [`truncate`] with the same limit, keeps them as
+/// they are). A `max` too small for any marker cuts without one.
+pub(crate) fn truncate_within(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    // " … [N more bytes cut]": 22 bytes of text ('…' is three) plus the digits of N.
+    let room = 22 + s.len().to_string().len();
+    if max <= room {
+        return cut_marked(s, max, usize::MAX);
+    }
+    cut_marked(s, max, room)
+}
+
+/// `s` cut at a character boundary to `max - reserve` bytes and marked, when it is longer than
+/// `max`; `reserve == usize::MAX` cuts to `max` without a marker.
+fn cut_marked(s: &str, max: usize, reserve: usize) -> std::borrow::Cow<'_, str> {
     if s.len() <= max {
         return s.into();
     }
-    let mut end = max;
+    let mut end = if reserve == usize::MAX {
+        max
+    } else {
+        max - reserve
+    };
     while !s.is_char_boundary(end) {
         end -= 1;
+    }
+    if reserve == usize::MAX {
+        return s[..end].to_string().into();
     }
     format!("{} … [{} more bytes cut]", &s[..end], s.len() - end).into()
 }
@@ -274,6 +378,21 @@ mod tests {
             self.0.lock().unwrap().push(message.to_string());
         }
         fn progress(&self, _: u64, _: u64, _: &str) {}
+    }
+
+    #[test]
+    fn a_line_cut_within_the_limit_passes_the_hosts_truncation_unchanged() {
+        let long = "x".repeat(10_000);
+        for max in [10, 40, 64, 1000] {
+            let cut = truncate_within(&long, max);
+            assert!(cut.len() <= max, "{max}: {cut}");
+            assert_eq!(truncate(&cut, max), cut, "{max}");
+        }
+        assert_eq!(
+            truncate_within(&long, 64),
+            format!("{} … [9963 more bytes cut]", "x".repeat(37))
+        );
+        assert_eq!(truncate_within("short", 64), "short");
     }
 
     #[test]

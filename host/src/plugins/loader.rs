@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use abi_stable::StableAbi;
@@ -15,9 +15,10 @@ use takt_plugin_api::abi::PluginRef;
 use takt_plugin_api::sdk::valid_name;
 
 use super::handler_type::{HandlerTypeName, assembly_keys, class_keys, fold, parse_handler_type};
+use crate::worker::{HandlerFrame, PluginMeta, WorkerPool};
 
 /// Where and how plugins are loaded.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// Where content-addressed copies are loaded from (created if missing). Must be on a file
     /// system that allows executable mappings (not `noexec`).
@@ -29,6 +30,24 @@ pub struct LoadOptions {
     pub require_pins: bool,
     /// Explicit HandlerType aliases (`"Ns.Class, Asm"` → `"plugin::handler"`), checked first.
     pub aliases: BTreeMap<String, String>,
+    /// Refuse plugin files and directories (the plugin directory, the shadow directory and
+    /// the directories above them) that users other than the host's own and root may write
+    /// (Unix; see `perms`). On by default: a plugin directory others can write to is code
+    /// execution for them. Off only by the operator's explicit choice.
+    pub check_permissions: bool,
+}
+
+impl Default for LoadOptions {
+    /// No shadow directory set, no pins, no aliases, permissions checked.
+    fn default() -> LoadOptions {
+        LoadOptions {
+            shadow_dir: PathBuf::new(),
+            pins: BTreeMap::new(),
+            require_pins: false,
+            aliases: BTreeMap::new(),
+            check_permissions: true,
+        }
+    }
 }
 
 impl LoadOptions {
@@ -72,7 +91,13 @@ pub struct LoadedPlugin {
     pub sha256: String,
     /// Its handlers.
     pub handlers: Vec<HandlerMeta>,
-    module: PluginRef,
+    /// `None` when the plugin was opened only in worker processes (a plugin the host
+    /// isolates is never mapped into the host itself).
+    module: Option<PluginRef>,
+    /// The worker pool that serves this version isolated, made when first needed.
+    pool: OnceLock<Arc<WorkerPool>>,
+    /// Runs of this version in flight, and its place in a hot swap (see `registry`).
+    pub(super) life: super::registry::Life,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -89,9 +114,89 @@ impl std::fmt::Debug for LoadedPlugin {
 }
 
 impl LoadedPlugin {
-    /// The root module, for calls through `takt_plugin_api::host::call`.
-    pub fn module(&self) -> PluginRef {
+    /// The root module, for calls through `takt_plugin_api::host::call`; `None` for a plugin
+    /// the host opened only in worker processes.
+    pub fn module(&self) -> Option<PluginRef> {
         self.module
+    }
+
+    /// Whether the plugin is compiled into the host (no file).
+    pub fn is_static(&self) -> bool {
+        self.file == Path::new(STATIC_ORIGIN)
+    }
+
+    /// Whether every call of this plugin runs in a worker process (the host isolates it, so
+    /// it never mapped the library itself).
+    pub fn is_isolated(&self) -> bool {
+        self.module.is_none()
+    }
+
+    /// The worker pool serving this version, if one was made.
+    pub fn worker_pool(&self) -> Option<&Arc<WorkerPool>> {
+        self.pool.get()
+    }
+
+    /// The worker pool serving this version, made by `make` on first need.
+    pub(crate) fn worker_pool_or(
+        &self,
+        make: impl FnOnce() -> Arc<WorkerPool>,
+    ) -> &Arc<WorkerPool> {
+        self.pool.get_or_init(make)
+    }
+
+    /// What the worker protocol says about this plugin (a worker must load the same).
+    pub(crate) fn meta(&self) -> PluginMeta {
+        PluginMeta {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version.clone(),
+            handlers: self
+                .handlers
+                .iter()
+                .map(|h| HandlerFrame {
+                    name: h.name.clone(),
+                    description: h.description.clone(),
+                    params_schema: h.params_schema.clone(),
+                    default_timeout_ms: h
+                        .default_timeout
+                        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                })
+                .collect(),
+        }
+    }
+
+    /// A plugin opened only in a worker, described by the worker's hello; the pool holds
+    /// that worker for the first call.
+    pub(crate) fn isolated(
+        meta: PluginMeta,
+        file: &Path,
+        shadow: PathBuf,
+        sha256: String,
+        pool: Arc<WorkerPool>,
+    ) -> LoadedPlugin {
+        let handlers = meta
+            .handlers
+            .into_iter()
+            .map(|h| HandlerMeta {
+                handler_type: format!("{}::{}", meta.name, h.name),
+                name: h.name,
+                description: h.description,
+                params_schema: h.params_schema,
+                default_timeout: h.default_timeout_ms.map(Duration::from_millis),
+            })
+            .collect();
+        LoadedPlugin {
+            name: meta.name,
+            version: meta.version,
+            api_version: meta.api_version,
+            file: file.to_path_buf(),
+            shadow,
+            sha256,
+            handlers,
+            module: None,
+            pool: OnceLock::from(pool),
+            life: super::registry::Life::default(),
+        }
     }
 }
 
@@ -107,7 +212,7 @@ pub struct Refusal {
     pub fix: String,
 }
 
-fn refuse(file: &Path, reason: impl Into<String>, fix: impl Into<String>) -> Refusal {
+pub(super) fn refuse(file: &Path, reason: impl Into<String>, fix: impl Into<String>) -> Refusal {
     Refusal {
         file: file.to_path_buf(),
         reason: reason.into(),
@@ -175,9 +280,9 @@ pub const STATIC_ORIGIN: &str = "<static>";
 /// The plugins of one directory, and the files that were refused.
 #[derive(Debug, Default)]
 pub struct PluginSet {
-    plugins: Vec<Arc<LoadedPlugin>>,
-    refusals: Vec<Refusal>,
-    aliases: BTreeMap<String, String>,
+    pub(super) plugins: Vec<Arc<LoadedPlugin>>,
+    pub(super) refusals: Vec<Refusal>,
+    pub(super) aliases: BTreeMap<String, String>,
 }
 
 impl PluginSet {
@@ -190,6 +295,12 @@ impl PluginSet {
             aliases: options.aliases.clone(),
             ..PluginSet::default()
         };
+        if options.check_permissions
+            && let Err(r) = super::perms::check_dir(dir, "the plugin directory")
+        {
+            set.refusals.push(r);
+            return set;
+        }
         let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(entries) => entries
                 .filter_map(Result::ok)
@@ -224,25 +335,29 @@ impl PluginSet {
     /// Loads one file into the set (refusing it if a plugin of the same name is present).
     pub fn add_file(&mut self, file: &Path, options: &LoadOptions) {
         match load_file(file, options) {
-            Ok(plugin) => {
-                if let Some(other) = self.plugins.iter().find(|p| p.name == plugin.name) {
-                    let same = other.sha256 == plugin.sha256;
-                    self.refusals.push(refuse(
-                        file,
-                        format!(
-                            "plugin \"{}\" is already loaded from {}{}, so its handler types would be ambiguous",
-                            plugin.name,
-                            other.file.display(),
-                            if same { " (an identical file)" } else { "" }
-                        ),
-                        "remove one of the two files, or rename one plugin",
-                    ));
-                } else {
-                    self.plugins.push(Arc::new(plugin));
-                }
-            }
+            Ok(plugin) => self.push_file(Arc::new(plugin)),
             Err(r) => self.refusals.push(r),
         }
+    }
+
+    /// Adds a loaded file's plugin, or refuses it when a plugin of the same name is present
+    /// (the first file in name order wins).
+    pub(super) fn push_file(&mut self, plugin: Arc<LoadedPlugin>) {
+        let Some(other) = self.plugins.iter().find(|p| p.name == plugin.name) else {
+            self.plugins.push(plugin);
+            return;
+        };
+        let same = other.sha256 == plugin.sha256;
+        self.refusals.push(refuse(
+            &plugin.file,
+            format!(
+                "plugin \"{}\" is already loaded from {}{}, so its handler types would be ambiguous",
+                plugin.name,
+                other.file.display(),
+                if same { " (an identical file)" } else { "" }
+            ),
+            "remove one of the two files, or rename one plugin",
+        ));
     }
 
     /// Adds a plugin compiled into the host ([`takt_plugin_api::static_plugin!`]). It passes
@@ -471,11 +586,29 @@ pub fn is_library(p: &Path) -> bool {
 
 /// Runs every check on one file and loads it.
 ///
-/// The order matters: the bytes are hashed and checked against the pin before anything is
-/// mapped (mapping a library runs its initialisers); the library is then mapped from a
-/// content-addressed shadow copy, so the original file can be replaced (or copied over) while
-/// the host runs. Libraries are never unloaded; a refused file may stay mapped.
+/// The order matters: the file's permissions and bytes are checked (hash against the pin)
+/// before anything is mapped (mapping a library runs its initialisers); the library is then
+/// mapped from a content-addressed shadow copy, so the original file can be replaced (or
+/// copied over) while the host runs. Libraries are never unloaded; a refused file may stay
+/// mapped.
 pub fn load_file(file: &Path, options: &LoadOptions) -> Result<LoadedPlugin, Refusal> {
+    map_prepared(file, prepare(file, options)?)
+}
+
+/// A file that passed every check that needs no mapping, copied to its shadow path.
+pub(crate) struct Prepared {
+    /// The content-addressed copy to map (in this process or a worker).
+    pub(crate) shadow: PathBuf,
+    /// SHA-256 of the bytes, lowercase hex.
+    pub(crate) sha256: String,
+}
+
+/// The checks before mapping — permissions, readable, pin, a well-formed image — and the
+/// shadow copy.
+pub(crate) fn prepare(file: &Path, options: &LoadOptions) -> Result<Prepared, Refusal> {
+    if options.check_permissions {
+        super::perms::check_file(file)?;
+    }
     let bytes = std::fs::read(file).map_err(|e| {
         refuse(
             file,
@@ -514,9 +647,21 @@ pub fn load_file(file: &Path, options: &LoadOptions) -> Result<LoadedPlugin, Ref
             "the file is damaged or not a plugin: deploy it again from the build output",
         ));
     }
-    let shadow = shadow_copy(&bytes, &sha256, file, &options.shadow_dir)?;
-    let module = open_module(file, &shadow)?;
-    describe(module, file, shadow, sha256)
+    let shadow = shadow_copy(&bytes, &sha256, file, options)?;
+    Ok(Prepared { shadow, sha256 })
+}
+
+/// Maps a prepared file into this process and checks it.
+pub(crate) fn map_prepared(file: &Path, prepared: Prepared) -> Result<LoadedPlugin, Refusal> {
+    let module = open_module(file, &prepared.shadow)?;
+    describe(module, file, prepared.shadow, prepared.sha256)
+}
+
+/// Maps a shadow copy and checks it, as a worker process does for the host (the host made
+/// the copy and ran the checks before mapping). Refusals name the shadow copy.
+pub(crate) fn open_shadow(shadow: &Path) -> Result<LoadedPlugin, Refusal> {
+    let module = open_module(shadow, shadow)?;
+    describe(module, shadow, shadow.to_path_buf(), String::new())
 }
 
 /// The checks every module passes once it is in memory (loaded from a file or compiled in):
@@ -583,7 +728,9 @@ fn describe(
         shadow,
         sha256,
         handlers,
-        module,
+        module: Some(module),
+        pool: OnceLock::new(),
+        life: super::registry::Life::default(),
     })
 }
 
@@ -667,7 +814,13 @@ fn hex(bytes: &[u8]) -> String {
 /// An existing shadow file is never rewritten: it may be mapped by this or another host
 /// process. It is written under a temporary name and renamed, so no process ever maps a
 /// half-written file.
-fn shadow_copy(bytes: &[u8], sha256: &str, file: &Path, dir: &Path) -> Result<PathBuf, Refusal> {
+fn shadow_copy(
+    bytes: &[u8],
+    sha256: &str,
+    file: &Path,
+    options: &LoadOptions,
+) -> Result<PathBuf, Refusal> {
+    let dir = &options.shadow_dir;
     let io = |what: &str, e: std::io::Error| {
         refuse(
             file,
@@ -679,6 +832,14 @@ fn shadow_copy(bytes: &[u8], sha256: &str, file: &Path, dir: &Path) -> Result<Pa
         )
     };
     std::fs::create_dir_all(dir).map_err(|e| io("create the directory", e))?;
+    if options.check_permissions {
+        // What is mapped is the copy: a directory others may write to would let them swap
+        // it between the hash check and the mapping.
+        super::perms::check_dir(dir, "the shadow directory").map_err(|r| Refusal {
+            file: file.to_path_buf(),
+            ..r
+        })?;
+    }
     let dest = dir.join(format!("{sha256}.{}", std::env::consts::DLL_EXTENSION));
     if dest.exists() {
         let existing = std::fs::read(&dest).map_err(|e| io("read the existing copy", e))?;

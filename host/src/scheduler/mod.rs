@@ -86,7 +86,7 @@ use jiff::Timestamp;
 use takt_core::job::{JobDef, JobError, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo};
 use takt_core::policy::{Busy, OverlapDecision, OverlapPolicy, misfire, overlap};
-use takt_core::run::{NodeId, Run, RunEvent, RunId, RunState, SkipReason};
+use takt_core::run::{NodeId, PluginBuild, Run, RunEvent, RunId, RunState, SkipReason};
 use takt_core::schedule::Schedule;
 use takt_core::store::{
     ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreError,
@@ -96,7 +96,10 @@ use tokio::sync::{Notify, broadcast};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::executor::{CancelToken, Executor, Outcome, RunRequest};
-use crate::plugins::PluginSet;
+use crate::plugins::{
+    PluginSet, PluginVersion, Plugins, ReloadError, ReloadReport, VersionState, build_of,
+};
+use crate::worker::WorkerStats;
 use sink::LogForwarder;
 
 /// The shortest accepted safety poll.
@@ -148,7 +151,15 @@ pub struct SchedulerConfig {
     /// the window's start. Default 25 ms; at most [`MAX_LOOKAHEAD`]; zero claims at the
     /// instant.
     pub lookahead: Duration,
+    /// Watch the plugin directory: poll it this often (the files' size and modification
+    /// time) and reload the plugins once a change has held still for one poll (a copy in
+    /// progress is not loaded half-written). `None` (the default): reload only when asked
+    /// ([`SchedulerHandle::reload_plugins`]). At least [`MIN_PLUGIN_WATCH`].
+    pub plugin_watch: Option<Duration>,
 }
+
+/// The shortest accepted [`SchedulerConfig::plugin_watch`].
+pub const MIN_PLUGIN_WATCH: Duration = Duration::from_millis(100);
 
 /// The largest [`SchedulerConfig::lookahead`] accepted (larger values are clamped).
 pub const MAX_LOOKAHEAD: Duration = Duration::from_millis(500);
@@ -170,6 +181,7 @@ impl SchedulerConfig {
             safety_poll: Duration::from_secs(1),
             claim_batch: 32,
             lookahead: Duration::from_millis(25),
+            plugin_watch: None,
         }
     }
 }
@@ -237,6 +249,18 @@ pub enum SchedulerEvent {
     StoreRecovered {
         /// How long it was away (from the first failed call to the first good pass).
         down_for: Duration,
+    },
+    /// The plugins were reloaded ([`SchedulerHandle::reload_plugins`] or the directory
+    /// watch): what was loaded, refused, retired.
+    PluginsReloaded {
+        /// The reload's report.
+        report: ReloadReport,
+    },
+    /// A retired plugin version's last run ended; a version served by workers has ended
+    /// them.
+    PluginDrained {
+        /// The version, now drained.
+        version: PluginVersion,
     },
     /// Another process took this node id over (`--takeover`): this node claims nothing
     /// more, drains what it runs while its leases last, and stops. The embedding program
@@ -307,18 +331,37 @@ impl Outage {
 pub struct Scheduler<S> {
     config: SchedulerConfig,
     store: S,
-    plugins: Arc<PluginSet>,
+    plugins: Arc<Plugins>,
     executor: Executor,
     clock: Arc<dyn Clock>,
     events: broadcast::Sender<SchedulerEvent>,
 }
 
 impl<S: Store + Clone + 'static> Scheduler<S> {
-    /// A scheduler of `store`'s jobs on this node.
+    /// A scheduler of `store`'s jobs on this node, with a fixed set of plugins (nothing to
+    /// reload, no worker processes).
     pub fn new(
         config: SchedulerConfig,
         store: S,
         plugins: Arc<PluginSet>,
+        executor: Executor,
+        clock: Arc<dyn Clock>,
+    ) -> Scheduler<S> {
+        Scheduler::with_plugins(
+            config,
+            store,
+            Arc::new(Plugins::fixed(plugins)),
+            executor,
+            clock,
+        )
+    }
+
+    /// A scheduler of `store`'s jobs on this node with `plugins` (a directory to reload, and
+    /// the worker processes of isolated plugins).
+    pub fn with_plugins(
+        config: SchedulerConfig,
+        store: S,
+        plugins: Arc<Plugins>,
         executor: Executor,
         clock: Arc<dyn Clock>,
     ) -> Scheduler<S> {
@@ -327,6 +370,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             claim_batch: config.claim_batch.max(1),
             safety_poll: config.safety_poll.clamp(MIN_SAFETY_POLL, MAX_SAFETY_POLL),
             lookahead: config.lookahead.min(MAX_LOOKAHEAD),
+            plugin_watch: config.plugin_watch.map(|w| w.max(MIN_PLUGIN_WATCH)),
             renew_every: config
                 .renew_every
                 .min(config.lease.mul_f64(0.45))
@@ -406,7 +450,12 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             shutdown_grace: Mutex::new(Duration::ZERO),
             running: Mutex::new(HashMap::new()),
             finishing: Mutex::new(std::collections::HashSet::new()),
+            watch: Mutex::new(None),
         });
+        if let Some(every) = shared.config.plugin_watch {
+            let watch = tokio::spawn(watch_plugins(shared.clone(), every));
+            *shared.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(watch);
+        }
         let live = identity::LiveHere::new(shared.config.instance.clone());
         let task = tokio::spawn(run_loop(shared.clone(), live));
         Ok(SchedulerHandle {
@@ -419,7 +468,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
 struct Shared<S> {
     config: SchedulerConfig,
     store: S,
-    plugins: Arc<PluginSet>,
+    plugins: Arc<Plugins>,
     executor: Executor,
     clock: Arc<dyn Clock>,
     notify: Notify,
@@ -435,6 +484,8 @@ struct Shared<S> {
     /// Runs that ended on this node whose outcome is not recorded yet (the database is away):
     /// their leases are still renewed, so that no other node recovers and re-runs them.
     finishing: Mutex<std::collections::HashSet<RunId>>,
+    /// The plugin directory watch, ended with the loop.
+    watch: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// A run this node is executing.
@@ -631,8 +682,8 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     }
 
     /// Stops this node from claiming (scheduled fires, retries, triggers) until
-    /// [`resume`](Self::resume); runs in flight go on. For a service window: pause, let the
-    /// runs finish ([`running`](Self::running) reaches 0), swap plugin files, resume. Jobs keep
+    /// [`resume`](Self::resume); runs in flight go on. For a maintenance window (a plugin
+    /// swap needs none: see [`reload_plugins`](Self::reload_plugins)). Jobs keep
     /// their schedules, so fires due while paused are misfires when the pause outlasts their
     /// lateness window, handled per each job's misfire policy (other nodes keep claiming).
     pub fn pause(&self) {
@@ -673,6 +724,30 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     /// Runs of this node in flight.
     pub fn running(&self) -> usize {
         self.shared.running_count()
+    }
+
+    /// Reloads the plugin directory (see [`Plugins::reload`]): changed files are checked like
+    /// at start and loaded beside the old versions, new runs go to the new versions, running
+    /// runs finish on the old ones, which drain. Also published as
+    /// [`SchedulerEvent::PluginsReloaded`] (and [`SchedulerEvent::PluginDrained`] for versions
+    /// that had no run left).
+    pub async fn reload_plugins(&self) -> Result<ReloadReport, ReloadError> {
+        reload(&self.shared).await
+    }
+
+    /// Every plugin version serving or draining, with its runs in flight and workers.
+    pub fn plugin_versions(&self) -> Vec<PluginVersion> {
+        self.shared.plugins.versions()
+    }
+
+    /// The plugins serving now, and the files refused.
+    pub fn plugins(&self) -> Arc<PluginSet> {
+        self.shared.plugins.current()
+    }
+
+    /// The worker processes' counters, when the host has workers.
+    pub fn worker_stats(&self) -> Option<WorkerStats> {
+        self.shared.plugins.worker_stats()
     }
 
     /// Stops this node gracefully and returns once every run's outcome is recorded and its log
@@ -834,6 +909,20 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
     // executor's grace to return; a run still queued for a slot ends without being called.
     let stats = shared.executor.shutdown(shared.executor.grace()).await;
     while runs.join_next().await.is_some() {}
+    if let Some(w) = shared
+        .watch
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        w.abort();
+    }
+    // Every call has ended or been killed: the worker processes go now.
+    let plugins = shared.plugins.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        plugins.shutdown_workers(Duration::from_secs(5));
+    })
+    .await;
     if stats.abandoned_alive > 0 {
         tracing::warn!(
             "{} plugin threads ignored the shutdown and were abandoned",
@@ -1365,41 +1454,53 @@ async fn execute<S: Store + Clone + 'static>(
             shared.clock.sleep_until(start).await;
         }
     }
+    // The plugin build that ran the attempt, recorded with its end.
+    let mut ran_on: Option<PluginBuild> = None;
     let (event, elapsed) = if builtin {
         let begun = std::time::Instant::now();
-        let result = crate::builtin::run(
-            &shared.store,
-            &job.handler_type,
-            &job.params_json,
-            id,
-            shared.clock.now(),
-        )
-        .await;
+        let result = match crate::builtin::isolation_refusal(&job.handler_type, job.isolation) {
+            Some(refusal) => Err((refusal, false)),
+            None => {
+                crate::builtin::run(
+                    &shared.store,
+                    &job.handler_type,
+                    &job.params_json,
+                    id,
+                    shared.clock.now(),
+                )
+                .await
+            }
+        };
         let event = match result {
             Ok(json) => RunEvent::Succeeded {
                 result_json: Some(json),
             },
             Err((error, retryable)) => RunEvent::Failed { error, retryable },
         };
+        ran_on = Some(crate::builtin::build());
         (event, Some(begun.elapsed()))
     } else {
-        match shared.plugins.resolve(&job.handler_type) {
-            Err(e) => {
+        let target = shared
+            .plugins
+            .resolve(&job.handler_type)
+            .and_then_target(|resolved| shared.plugins.target(&resolved.plugin, job.isolation));
+        match target {
+            Err(error) => {
                 if not_before.is_some() {
                     // Recorded at its fire time, not before it: a run never ends early.
                     shared.clock.sleep_until(start).await;
                 }
                 (
                     RunEvent::Failed {
-                        error: e.to_string(),
+                        error,
                         retryable: false,
                     },
                     None,
                 )
             }
-            Ok(resolved) => {
+            Ok((resolved, lease, target)) => {
                 let req = RunRequest {
-                    plugin: resolved.plugin.module(),
+                    target,
                     handler: resolved.handler.name.clone(),
                     handler_type: job.handler_type.clone(),
                     params_json: job.params_json.clone(),
@@ -1417,6 +1518,14 @@ async fn execute<S: Store + Clone + 'static>(
                     .run_with_cancel(req, logs.sink(), cancel)
                     .await;
                 logs.finish().await;
+                if let Some(version) = lease.end() {
+                    let _ = shared
+                        .events
+                        .send(SchedulerEvent::PluginDrained { version });
+                }
+                if report.started.is_some() {
+                    ran_on = Some(build_of(&resolved.plugin));
+                }
                 let elapsed = report.started.map(|_| report.elapsed);
                 (event_of(&report.outcome), elapsed)
             }
@@ -1439,6 +1548,7 @@ async fn execute<S: Store + Clone + 'static>(
     if elapsed.is_some() {
         finish.elapsed = elapsed;
     }
+    finish.plugin = ran_on;
     record_finish(shared, id, attempt, &finish).await
 }
 
@@ -1502,6 +1612,104 @@ struct FinishingGuard<'a, S>(&'a Shared<S>, RunId);
 impl<S> Drop for FinishingGuard<'_, S> {
     fn drop(&mut self) {
         self.0.finishing().remove(&self.1);
+    }
+}
+
+/// A resolved handler with its version lease and where its call runs, or the error text
+/// the run fails with.
+type Resolved = (
+    crate::plugins::ResolvedHandler,
+    crate::plugins::RunLease,
+    crate::executor::Target,
+);
+
+trait AndThenTarget {
+    fn and_then_target(
+        self,
+        target: impl FnOnce(&crate::plugins::ResolvedHandler) -> Result<crate::executor::Target, String>,
+    ) -> Result<Resolved, String>;
+}
+
+impl AndThenTarget
+    for Result<
+        (crate::plugins::ResolvedHandler, crate::plugins::RunLease),
+        crate::plugins::ResolveError,
+    >
+{
+    fn and_then_target(
+        self,
+        target: impl FnOnce(&crate::plugins::ResolvedHandler) -> Result<crate::executor::Target, String>,
+    ) -> Result<Resolved, String> {
+        let (resolved, lease) = self.map_err(|e| e.to_string())?;
+        // A run that cannot start where it must holds no lease: `lease` ends here.
+        let t = target(&resolved)?;
+        Ok((resolved, lease, t))
+    }
+}
+
+/// Reloads the plugins off the runtime's threads (it hashes, copies and maps files) and
+/// publishes the report, and each version drained at once.
+async fn reload<S>(shared: &Shared<S>) -> Result<ReloadReport, ReloadError> {
+    let plugins = shared.plugins.clone();
+    let report = match tokio::task::spawn_blocking(move || plugins.reload()).await {
+        Ok(result) => result?,
+        Err(e) => {
+            tracing::error!("the plugin reload panicked: {e}");
+            return Ok(ReloadReport::default());
+        }
+    };
+    for w in &report.warnings {
+        tracing::warn!("{w}");
+    }
+    let _ = shared.events.send(SchedulerEvent::PluginsReloaded {
+        report: report.clone(),
+    });
+    for v in report
+        .retired
+        .iter()
+        .filter(|v| v.state == VersionState::Drained)
+    {
+        let _ = shared
+            .events
+            .send(SchedulerEvent::PluginDrained { version: v.clone() });
+    }
+    Ok(report)
+}
+
+/// The plugin directory watch (see [`SchedulerConfig::plugin_watch`]): a change is acted on
+/// once two polls in a row saw the same directory, so a file still being copied is not
+/// loaded half-written (a truncated library would be refused anyway, and the old version
+/// kept serving).
+async fn watch_plugins<S: Send + Sync + 'static>(shared: Arc<Shared<S>>, every: Duration) {
+    let mut last_seen = None;
+    loop {
+        tokio::time::sleep(every).await;
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let plugins = shared.plugins.clone();
+        let Ok(Some(now)) = tokio::task::spawn_blocking(move || plugins.stamp()).await else {
+            return;
+        };
+        let stable = last_seen.as_ref() == Some(&now);
+        if stable && shared.plugins.looks_changed(&now) {
+            match reload(&shared).await {
+                Ok(report) if report.changed() || !report.refused.is_empty() => {
+                    tracing::info!(
+                        "plugin directory changed: {} loaded, {} retired, {} refused",
+                        report.loaded.len(),
+                        report.retired.len(),
+                        report.refused.len()
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    return;
+                }
+            }
+        }
+        last_seen = Some(now);
     }
 }
 

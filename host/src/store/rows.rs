@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use takt_core::job::{JobDef, JobId, JobName, Priority};
+use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority};
 use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
-use takt_core::run::{NodeId, Progress, Run, RunId, RunState, SkipReason};
+use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::store::{DueJob, StoreError, StoreResult};
 
 use crate::spec::ScheduleSpec;
@@ -19,12 +19,13 @@ use crate::spec::ScheduleSpec;
 pub(crate) const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
      enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
      misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
-     next_fire, version, updated_at";
+     isolation, next_fire, version, updated_at";
 
 /// The columns of `runs`, in the order [`RunRow`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
      finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
-     progress_total, progress_message, skip_reason, next_attempt_at, node_instance";
+     progress_total, progress_message, skip_reason, next_attempt_at, node_instance, plugin, \
+     plugin_version, plugin_sha256";
 
 /// A stored value the store cannot read back: someone edited the row by hand, or a newer
 /// takt wrote a form this one does not know.
@@ -63,6 +64,7 @@ pub(crate) struct JobRow {
     pub(crate) application: Option<String>,
     pub(crate) owner: Option<String>,
     pub(crate) description: Option<String>,
+    pub(crate) isolation: String,
     pub(crate) next_fire: Option<i64>,
     pub(crate) version: i64,
     pub(crate) updated_at: i64,
@@ -137,6 +139,10 @@ impl JobRow {
             application: self.application,
             owner: self.owner,
             description: self.description,
+            isolation: self
+                .isolation
+                .parse::<Isolation>()
+                .map_err(|e| bad("isolation", &e))?,
             next_fire: opt_ts("next_fire", self.next_fire)?,
             version: u64::try_from(self.version).map_err(|_| bad("version", &self.version))?,
             updated_at: Some(ts("updated_at", self.updated_at)?),
@@ -165,6 +171,9 @@ pub(crate) struct RunRow {
     pub(crate) skip_reason: Option<String>,
     pub(crate) next_attempt_at: Option<i64>,
     pub(crate) node_instance: Option<String>,
+    pub(crate) plugin: Option<String>,
+    pub(crate) plugin_version: Option<String>,
+    pub(crate) plugin_sha256: Option<String>,
 }
 
 impl RunRow {
@@ -207,6 +216,12 @@ impl RunRow {
                 .transpose()?,
             next_attempt_at: opt_ts("next_attempt_at", self.next_attempt_at)?,
             node_instance: self.node_instance.map(InstanceId),
+            // A name without a version is a row edited by hand; read what is there.
+            plugin: self.plugin.map(|name| PluginBuild {
+                name,
+                version: self.plugin_version.unwrap_or_default(),
+                sha256: self.plugin_sha256,
+            }),
         })
     }
 }
@@ -274,6 +289,7 @@ impl JobRow {
             application: job.application.clone(),
             owner: job.owner.clone(),
             description: job.description.clone(),
+            isolation: job.isolation.name().to_string(),
             next_fire: job.next_fire.map(ms),
             version: to_i64(job.version, "job version")?,
             updated_at: ms(now),
@@ -311,6 +327,9 @@ impl RunRow {
             progress_message: message,
             skip_reason: run.skip_reason.map(|s| s.name().to_string()),
             next_attempt_at: run.next_attempt_at.map(ms),
+            plugin: run.plugin.as_ref().map(|p| p.name.clone()),
+            plugin_version: run.plugin.as_ref().map(|p| p.version.clone()),
+            plugin_sha256: run.plugin.as_ref().and_then(|p| p.sha256.clone()),
             node_instance: run.node_instance.as_ref().map(|i| i.0.clone()),
         })
     }

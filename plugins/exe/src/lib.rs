@@ -59,7 +59,7 @@ mod params;
 mod pump;
 mod resolve;
 mod run;
-mod sys;
+pub mod sys;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -16,6 +16,8 @@
 //! | `echo`     | any JSON                                 | the params and the run's facts              |
 //! | `noop`     | none                                     | `null`: the cheapest call, for benchmark B10 |
 //! | `straggler`| `{ "panic" = false }`                    | leaves a thread that logs after the call    |
+//! | `crash`    | `{ "kind": "segv" \| "abort" \| "stack" \| "oom" }` | ends its process: null write, abort, stack overflow, unbounded allocation (isolated calls only!) |
+//! | `orphan`   | `{ "seconds" }`                          | starts a child process, logs its pid, then sleeps ignoring cancellation |
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -54,6 +56,100 @@ fn plugin() -> Plugin {
             "leaves a thread behind that keeps using the context after the call",
             straggler,
         )
+        .handler(
+            "crash",
+            "ends the process that runs it (segv, abort, stack, oom): for process isolation",
+            crash,
+        )
+        .handler(
+            "orphan",
+            "starts a child process and then ignores cancellation",
+            orphan,
+        )
+}
+
+/// Params of `crash`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CrashParams {
+    kind: CrashKind,
+}
+
+/// How `crash` ends its process.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum CrashKind {
+    /// A write through a null pointer: SIGSEGV (an access violation on Windows).
+    Segv,
+    /// `std::process::abort`: SIGABRT.
+    Abort,
+    /// Unbounded recursion: Rust's guard page reports a stack overflow and aborts.
+    Stack,
+    /// Allocates (and touches) 64 MiB after 64 MiB until the allocator fails: Rust reports
+    /// "memory allocation of N bytes failed" and aborts. Without a memory cap this eats the
+    /// machine's memory until the kernel kills the process: run it under a limit.
+    Oom,
+}
+
+/// `testing::crash`: params `{ "kind": "segv" | "abort" | "stack" | "oom" }`; never returns.
+///
+/// What process isolation must survive. Called in process it takes the host down with it, so
+/// only the isolation tests call it, in a worker.
+fn crash(ctx: &JobContext, p: CrashParams) -> Result<(), JobError> {
+    ctx.info(&format!("crashing on purpose: {:?}", p.kind));
+    match p.kind {
+        CrashKind::Segv => {
+            // The address comes through black_box so the compiler cannot see the null and
+            // turn the write into something else.
+            let at = std::hint::black_box(0usize) as *mut u8;
+            // SAFETY: none — this is the crash the handler exists to cause.
+            unsafe { at.write_volatile(1) };
+            Ok(())
+        }
+        CrashKind::Abort => std::process::abort(),
+        CrashKind::Stack => {
+            let depth = recurse(std::hint::black_box(1));
+            Err(JobError::failed(format!("the stack held {depth} frames")))
+        }
+        CrashKind::Oom => {
+            let mut held: Vec<Vec<u8>> = Vec::new();
+            loop {
+                held.push(vec![1u8; 64 << 20]);
+                std::hint::black_box(&held);
+            }
+        }
+    }
+}
+
+/// Recurses with 16 KiB of stack per frame until the stack runs out.
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 16 << 10]);
+    if std::hint::black_box(depth) == u64::MAX {
+        return u64::from(frame[0]);
+    }
+    recurse(depth + 1) + u64::from(std::hint::black_box(frame[1]))
+}
+
+/// `testing::orphan`: params `{ "seconds": 5.0 }`, result `{ "slept": 5.0 }`.
+///
+/// Starts a child process that lives ten times as long (`sleep` on Unix, `ping` on Windows),
+/// logs `child pid N`, then sleeps like `stubborn`, ignoring cancellation: after a timeout the
+/// host must stop both, which only killing the worker's process tree does.
+fn orphan(ctx: &JobContext, p: SleepParams) -> Result<Slept, JobError> {
+    let total = duration(p.seconds)?;
+    let child_secs = (total.as_secs_f64() * 10.0).ceil().max(1.0) as u64;
+    #[cfg(unix)]
+    let child = std::process::Command::new("sleep")
+        .arg(child_secs.to_string())
+        .spawn();
+    #[cfg(windows)]
+    let child = std::process::Command::new("ping")
+        .args(["-n", &child_secs.to_string(), "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    let child = child.map_err(|e| JobError::failed(format!("cannot start the child: {e}")))?;
+    ctx.info(&format!("child pid {}", child.id()));
+    stubborn(ctx, p)
 }
 
 /// Params of `straggler`.

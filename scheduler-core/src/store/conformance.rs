@@ -34,11 +34,12 @@ use jiff::{SignedDuration, Timestamp};
 use super::{
     ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
 };
-use crate::job::{JobDef, JobId, JobName, Priority};
+use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, Registered, Registration};
 use crate::policy::{Backoff, RetryPolicy};
 use crate::run::{
-    LEASE_EXPIRED, NODE_RESTARTED, NodeId, Progress, Run, RunEvent, RunState, SkipReason,
+    LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent, RunState,
+    SkipReason,
 };
 use crate::schedule::cron::CronExpr;
 use crate::schedule::{DstPolicy, GapPolicy, Interval, Rule, Schedule, Zone};
@@ -130,6 +131,7 @@ where
     check!(queued_run_waits_for_the_running_one);
     check!(queued_runs_of_a_job_run_one_at_a_time_oldest_first);
     check!(node_tags_route_jobs_to_the_nodes_that_serve_them);
+    check!(isolation_and_plugin_builds_are_recorded);
     check!(logs_are_ordered_and_batched if logs);
     check!(retention_purges_only_old_final_runs_and_their_logs if retention);
     report
@@ -766,6 +768,106 @@ pub async fn jobs_round_trip<S: Store>(store: S) {
         store.job_insert(&invalid, t0()).await.unwrap_err().kind(),
         StoreErrorKind::Invalid,
         "job_insert validates"
+    );
+}
+
+/// A job's isolation is stored and updated like every other field; a finish records the
+/// plugin build that ran the attempt (name, version, file hash — none for a plugin compiled
+/// into the host), read back by `run_get` and `run_list`, and a later attempt's finish
+/// replaces it (after a hot swap the retry may run on the new version).
+pub async fn isolation_and_plugin_builds_are_recorded<S: Store>(store: S) {
+    let mut job = manual("isolated");
+    job.isolation = Isolation::Process;
+    job.retry = seed_retries(1);
+    let stored = insert(&store, job).await;
+    assert_eq!(stored.isolation, Isolation::Process, "job_insert keeps it");
+    let id = stored.id.expect("id");
+    assert_eq!(
+        store.job_get(id).await.expect("get").map(|j| j.isolation),
+        Some(Isolation::Process)
+    );
+    let mut back = stored.clone();
+    back.isolation = Isolation::InProcess;
+    let updated = store.job_update(&back, at(1)).await.expect("update");
+    assert_eq!(
+        updated.isolation,
+        Isolation::InProcess,
+        "job_update changes it"
+    );
+    let mut again = updated.clone();
+    again.isolation = Isolation::Process;
+    store.job_update(&again, at(1)).await.expect("update");
+
+    let run = claim_one(&store, "node-a", at(2)).await.run;
+    assert_eq!(run.plugin, None, "a claimed run has no plugin build yet");
+    let run_id = run.id.expect("id");
+    let old = PluginBuild {
+        name: "acme".into(),
+        version: "1.0.0".into(),
+        sha256: Some("ab".repeat(32)),
+    };
+    let mut after = run.clone();
+    after
+        .apply(failed(), at(3), &seed_retries(1))
+        .expect("legal");
+    let mut fin = RunFinish::from_run(&after, at(3));
+    fin.plugin = Some(old.clone());
+    let retried = store
+        .run_set_state_if_running(run_id, 1, &fin)
+        .await
+        .expect("finish");
+    assert_eq!(retried.state, RunState::Pending);
+    assert_eq!(
+        retried.plugin.as_ref(),
+        Some(&old),
+        "recorded with the retry"
+    );
+    let due = retried.next_attempt_at.expect("retry at");
+    let second = claim_one(&store, "node-a", due).await.run;
+    assert_eq!(second.plugin.as_ref(), Some(&old), "a claim keeps it");
+    let new = PluginBuild {
+        name: "acme".into(),
+        version: "2.0.0".into(),
+        sha256: None,
+    };
+    let mut done = second.clone();
+    done.apply(
+        RunEvent::Succeeded { result_json: None },
+        due,
+        &seed_retries(1),
+    )
+    .expect("legal");
+    let mut fin = RunFinish::from_run(&done, due);
+    fin.plugin = Some(new.clone());
+    let ended = store
+        .run_set_state_if_running(run_id, 2, &fin)
+        .await
+        .expect("finish");
+    assert_eq!(
+        ended.plugin.as_ref(),
+        Some(&new),
+        "the last attempt's build wins"
+    );
+    assert_eq!(
+        store
+            .run_get(run_id)
+            .await
+            .expect("get")
+            .and_then(|r| r.plugin),
+        Some(new.clone())
+    );
+    let listed = store
+        .run_list(&RunFilter {
+            job: Some(id),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0].plugin.as_ref(),
+        Some(&new),
+        "run_list reads it too"
     );
 }
 

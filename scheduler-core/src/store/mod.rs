@@ -43,7 +43,7 @@ use jiff::Timestamp;
 use crate::job::{JobDef, JobError, JobId, JobName};
 use crate::node::{InstanceId, NodeStatus, Registered, Registration};
 use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
-use crate::run::{NodeId, Progress, Run, RunEvent, RunId, RunState, TransitionError};
+use crate::run::{NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState, TransitionError};
 
 /// A store result.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -278,6 +278,9 @@ pub struct RunFinish {
     pub elapsed: Option<Duration>,
     /// When the retry may be claimed; `Some` exactly when `state` is `Pending`.
     pub retry_at: Option<Timestamp>,
+    /// The plugin build that ran the attempt (`None` when no plugin was called: an
+    /// unresolvable handler). Stored on the run, replacing an earlier attempt's.
+    pub plugin: Option<PluginBuild>,
 }
 
 impl RunFinish {
@@ -290,6 +293,7 @@ impl RunFinish {
             finished_at: run.finished_at.unwrap_or(now),
             elapsed: run.elapsed,
             retry_at: run.next_attempt_at,
+            plugin: run.plugin.clone(),
         }
     }
 
@@ -700,6 +704,7 @@ mod tests {
             finished_at: t,
             elapsed: None,
             retry_at,
+            plugin: None,
         };
         assert!(f(RunState::Succeeded, None).validate().is_ok());
         assert!(f(RunState::Pending, Some(t)).validate().is_ok());

@@ -26,6 +26,11 @@ macro_rules! sql {
 pub const MSSQL_MIGRATIONS: &[Migration] = &[
     Migration::new(1, "init", sql!("0001_init.sql")),
     Migration::new(2, "node_identity", sql!("0002_node_identity.sql")),
+    Migration::new(
+        3,
+        "isolation_plugin_builds",
+        sql!("0003_isolation_plugin_builds.sql"),
+    ),
 ];
 
 /// The schema version this binary writes for SQL Server.

@@ -54,9 +54,10 @@ pub(super) fn job_of(r: &Row, shown: &str) -> StoreResult<JobDef> {
         application: c.text(18)?,
         owner: c.text(19)?,
         description: c.text(20)?,
-        next_fire: c.instant(21)?,
-        version: c.int_req(22)?,
-        updated_at: c.instant_req(23)?,
+        isolation: c.text_req(21)?,
+        next_fire: c.instant(22)?,
+        version: c.int_req(23)?,
+        updated_at: c.instant_req(24)?,
     }
     .into_job(shown)
 }
@@ -87,6 +88,9 @@ pub(super) fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         skip_reason: c.text(16)?,
         next_attempt_at: c.instant(17)?,
         node_instance: c.text(18)?,
+        plugin: c.text(19)?,
+        plugin_version: c.text(20)?,
+        plugin_sha256: c.text(21)?,
     }
     .into_run(shown)
 }
@@ -123,6 +127,7 @@ pub(super) fn job_params(p: &mut Params, r: JobRow) -> StoreResult<Vec<String>> 
         p.add(text(r.application)),
         p.add(text(r.owner)),
         p.add(text(r.description)),
+        p.add(r.isolation),
         p.at(r.next_fire),
         p.add(r.version),
         p.at(Some(r.updated_at)),
@@ -148,6 +153,9 @@ pub(super) fn run_params(p: &mut Params, r: RunRow) -> StoreResult<Vec<String>> 
         p.add(text(r.skip_reason)),
         p.at(r.next_attempt_at),
         p.add(text(r.node_instance)),
+        p.add(text(r.plugin)),
+        p.add(text(r.plugin_version)),
+        p.add(text(r.plugin_sha256)),
     ])
 }
 

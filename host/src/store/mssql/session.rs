@@ -643,10 +643,11 @@ impl Conn for MssqlConn<'_> {
             Some(at) => p.at(Some(at.as_millisecond())),
             None => "finished_at".to_string(),
         };
+        let plugin = write.plugin.as_ref();
         let sql = format!(
             "UPDATE runs SET state = {}, error = {}, result_json = {}, elapsed_ms = {}, \
                lease_expires_at = NULL, attempt = attempt + {}, next_attempt_at = {}, \
-               finished_at = {finished} \
+               finished_at = {finished}, plugin = {}, plugin_version = {}, plugin_sha256 = {} \
              OUTPUT {} WHERE id = {} AND state = N'running' AND attempt = {}",
             p.add(write.state.name()),
             p.add(text(write.error.clone())),
@@ -654,6 +655,9 @@ impl Conn for MssqlConn<'_> {
             p.add(elapsed),
             p.add(i64::from(write.retry)),
             p.at(write.next_attempt_at.map(Timestamp::as_millisecond)),
+            p.add(text(plugin.map(|b| b.name.clone()))),
+            p.add(text(plugin.map(|b| b.version.clone()))),
+            p.add(text(plugin.and_then(|b| b.sha256.clone()))),
             inserted(RUN_COLUMNS),
             p.add(id.0),
             p.add(i64::from(attempt)),

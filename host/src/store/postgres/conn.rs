@@ -554,6 +554,7 @@ async fn finish(
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
     let finished_at = write.finished_at.map(ts);
+    let plugin = write.plugin.as_ref();
     let row = c
         .query_opt(
             &stmt,
@@ -567,6 +568,9 @@ async fn finish(
                 &finished_at,
                 &id.0,
                 &attempt,
+                &plugin.map(|p| p.name.as_str()),
+                &plugin.map(|p| p.version.as_str()),
+                &plugin.and_then(|p| p.sha256.as_deref()),
             ],
         )
         .await

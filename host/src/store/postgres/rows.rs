@@ -94,9 +94,10 @@ fn job_row(r: &Row, shown: &str) -> StoreResult<JobRow> {
         application: r.try_get(18).map_err(&bad)?,
         owner: r.try_get(19).map_err(&bad)?,
         description: r.try_get(20).map_err(&bad)?,
-        next_fire: t(21)?,
-        version: r.try_get(22).map_err(&bad)?,
-        updated_at: t(23)?.unwrap_or_default(),
+        isolation: r.try_get(21).map_err(&bad)?,
+        next_fire: t(22)?,
+        version: r.try_get(23).map_err(&bad)?,
+        updated_at: t(24)?.unwrap_or_default(),
     })
 }
 
@@ -131,6 +132,9 @@ pub(super) fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         skip_reason: r.try_get(16).map_err(&bad)?,
         next_attempt_at: t(17)?,
         node_instance: r.try_get(18).map_err(&bad)?,
+        plugin: r.try_get(19).map_err(&bad)?,
+        plugin_version: r.try_get(20).map_err(&bad)?,
+        plugin_sha256: r.try_get(21).map_err(&bad)?,
     }
     .into_run(shown)
 }
@@ -164,6 +168,7 @@ pub(super) fn job_params(r: JobRow) -> StoreResult<Vec<Param>> {
         Box::new(r.application),
         Box::new(r.owner),
         Box::new(r.description),
+        Box::new(r.isolation),
         Box::new(st_opt(r.next_fire)),
         Box::new(r.version),
         Box::new(st(r.updated_at)),
@@ -323,7 +328,8 @@ pub(super) static FINISH: LazyLock<String> = LazyLock::new(|| {
            lease_expires_at = NULL, \
            attempt = attempt + CASE WHEN $5 THEN 1 ELSE 0 END, \
            next_attempt_at = $6, \
-           finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END \
+           finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END, \
+           plugin = $10, plugin_version = $11, plugin_sha256 = $12 \
          WHERE id = $8 AND state = 'running' AND attempt = $9 \
          RETURNING {RUN_COLUMNS}"
     )

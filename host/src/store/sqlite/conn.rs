@@ -99,15 +99,16 @@ impl JobRow {
             application: r.get(18)?,
             owner: r.get(19)?,
             description: r.get(20)?,
-            next_fire: r.get(21)?,
-            version: r.get(22)?,
-            updated_at: r.get(23)?,
+            isolation: r.get(21)?,
+            next_fire: r.get(22)?,
+            version: r.get(23)?,
+            updated_at: r.get(24)?,
         })
     }
 }
 
 /// The column values of a job's definition (everything but id, version, updated_at and
-/// next fire), in `JOB_COLUMNS` order from `group_name` to `description`.
+/// next fire), in `JOB_COLUMNS` order from `group_name` to `isolation`.
 fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
     let r = JobRow::of(job, Timestamp::UNIX_EPOCH)?;
     let text = |v: Option<String>| v.map_or(Value::Null, Value::Text);
@@ -132,6 +133,7 @@ fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
         text(r.application),
         text(r.owner),
         text(r.description),
+        Value::Text(r.isolation),
     ])
 }
 
@@ -157,6 +159,9 @@ impl RunRow {
             skip_reason: r.get(16)?,
             next_attempt_at: r.get(17)?,
             node_instance: r.get(18)?,
+            plugin: r.get(19)?,
+            plugin_version: r.get(20)?,
+            plugin_sha256: r.get(21)?,
         })
     }
 }
@@ -184,6 +189,9 @@ fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
         text(r.skip_reason),
         int(r.next_attempt_at),
         text(r.node_instance),
+        text(r.plugin),
+        text(r.plugin_version),
+        text(r.plugin_sha256),
     ])
 }
 
@@ -412,13 +420,15 @@ pub(super) fn finish_row(
         format!(
             "UPDATE runs SET state = ?1, error = ?2, result_json = ?3, elapsed_ms = ?4, \
                lease_expires_at = NULL, attempt = attempt + ?5, next_attempt_at = ?6, \
-               finished_at = COALESCE(?7, finished_at) \
+               finished_at = COALESCE(?7, finished_at), \
+               plugin = ?10, plugin_version = ?11, plugin_sha256 = ?12 \
              WHERE id = ?8 AND state = 'running' AND attempt = ?9 RETURNING {RUN_COLUMNS}"
         )
     });
     let elapsed = write
         .elapsed
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let plugin = write.plugin.as_ref();
     conn.prepare_cached(&FINISH)
         .and_then(|mut stmt| {
             stmt.query_row(
@@ -431,7 +441,10 @@ pub(super) fn finish_row(
                     opt_ms(write.next_attempt_at),
                     opt_ms(write.finished_at),
                     id.0,
-                    i64::from(attempt)
+                    i64::from(attempt),
+                    plugin.map(|p| p.name.as_str()),
+                    plugin.map(|p| p.version.as_str()),
+                    plugin.and_then(|p| p.sha256.as_deref())
                 ],
                 RunRow::read,
             )

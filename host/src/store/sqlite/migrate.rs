@@ -31,6 +31,11 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::new(1, "init", sql!("0001_init.sql")),
     Migration::new(2, "claim_indexes", sql!("0002_claim_indexes.sql")),
     Migration::new(3, "node_identity", sql!("0003_node_identity.sql")),
+    Migration::new(
+        4,
+        "isolation_plugin_builds",
+        sql!("0004_isolation_plugin_builds.sql"),
+    ),
 ];
 
 /// The schema version this binary writes (the last migration's number).

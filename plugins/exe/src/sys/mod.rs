@@ -1,11 +1,15 @@
 //! The platform part: how a program's whole tree is held together and stopped.
+//!
+//! Public because takt-host's worker pool holds its worker processes the same way (a
+//! process group on Unix, a kill-on-close Job Object on Windows): one implementation of the
+//! tree, its kill and its exit words for both kinds of child process.
 
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]
-pub(crate) use unix::*;
+pub use unix::*;
 
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
-pub(crate) use windows::*;
+pub use windows::*;

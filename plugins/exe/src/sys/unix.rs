@@ -17,7 +17,7 @@ use std::process::{Child, Command, ExitStatus};
 
 /// The program's process group.
 #[derive(Debug)]
-pub(crate) struct Group {
+pub struct Group {
     pgid: libc::pid_t,
     /// Cleared once the group is known empty; until then, dropping the group kills it (a panic
     /// between spawn and reap must not leave a tree running).
@@ -25,42 +25,42 @@ pub(crate) struct Group {
 }
 
 /// The polite stop request, for messages.
-pub(crate) const SOFT_STOP: &str = "SIGTERM";
+pub const SOFT_STOP: &str = "SIGTERM";
 /// The forced stop, for messages.
-pub(crate) const HARD_STOP: &str = "SIGKILL";
+pub const HARD_STOP: &str = "SIGKILL";
 
 /// Sets up `cmd` so that the child leads a new process group.
-pub(crate) fn prepare(cmd: &mut Command) {
+pub fn prepare(cmd: &mut Command) {
     cmd.process_group(0);
 }
 
 impl Group {
     /// The group of a child started from a [`prepare`]d command.
-    pub(crate) fn attach(child: &mut Child) -> std::io::Result<Group> {
+    pub fn attach(child: &mut Child) -> std::io::Result<Group> {
         let pgid = libc::pid_t::try_from(child.id())
             .map_err(|_| std::io::Error::other("the child's pid does not fit a pid_t"))?;
         Ok(Group { pgid, armed: true })
     }
 
     /// "process group 1234", for messages.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         format!("process group {}", self.pgid)
     }
 
     /// SIGTERM to every member.
-    pub(crate) fn ask_to_stop(&self) {
+    pub fn ask_to_stop(&self) {
         // SAFETY: plain syscall; a negative pid addresses the group.
         unsafe { libc::kill(-self.pgid, libc::SIGTERM) };
     }
 
     /// SIGKILL to every member.
-    pub(crate) fn kill(&self) {
+    pub fn kill(&self) {
         // SAFETY: as above.
         unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
     }
 
     /// Whether any process (zombies included) is still in the group.
-    pub(crate) fn has_members(&self) -> bool {
+    pub fn has_members(&self) -> bool {
         // SAFETY: signal 0 only checks for existence and permission.
         let r = unsafe { libc::kill(-self.pgid, 0) };
         // EPERM: members exist that we may not signal (they changed user); still members.
@@ -68,13 +68,13 @@ impl Group {
     }
 
     /// The group is empty: nothing to kill on drop.
-    pub(crate) fn disarm(&mut self) {
+    pub fn disarm(&mut self) {
         self.armed = false;
     }
 
     /// A function that blocks until the leader has exited, without reaping it (so its pid, the
     /// group id, stays reserved until [`Child::wait`]). Runs on a waiter thread.
-    pub(crate) fn exit_waiter(&self) -> impl FnOnce() + Send + 'static {
+    pub fn exit_waiter(&self) -> impl FnOnce() + Send + 'static {
         let pid = self.pgid;
         move || {
             loop {
@@ -107,13 +107,13 @@ impl Drop for Group {
 }
 
 /// `(exit code, signal)` of a reaped leader.
-pub(crate) fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+pub fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     use std::os::unix::process::ExitStatusExt;
     (status.code(), status.signal())
 }
 
 /// "SIGTERM" for 15, and so on; the number for the uncommon ones.
-pub(crate) fn signal_name(signal: i32) -> String {
+pub fn signal_name(signal: i32) -> String {
     let name = match signal {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",
@@ -133,7 +133,7 @@ pub(crate) fn signal_name(signal: i32) -> String {
 }
 
 /// Errors of `spawn` that the resolution could not foresee, in words.
-pub(crate) fn spawn_problem(e: &std::io::Error) -> Option<&'static str> {
+pub fn spawn_problem(e: &std::io::Error) -> Option<&'static str> {
     match e.raw_os_error()? {
         libc::ENOEXEC => Some(
             "not an executable format: a script needs a #! line (e.g. #!/bin/sh), a binary must \

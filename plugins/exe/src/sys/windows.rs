@@ -30,9 +30,10 @@ use windows_sys::Win32::System::Diagnostics::ToolHelp::{
 };
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
-    JOBOBJECT_BASIC_ACCOUNTING_INFORMATION, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
-    JobObjectBasicAccountingInformation, JobObjectExtendedLimitInformation,
-    QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
+    JOB_OBJECT_LIMIT_PROCESS_MEMORY, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
+    JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectBasicAccountingInformation,
+    JobObjectExtendedLimitInformation, QueryInformationJobObject, SetInformationJobObject,
+    TerminateJobObject,
 };
 use windows_sys::Win32::System::Threading::{
     CREATE_NEW_PROCESS_GROUP, CREATE_SUSPENDED, INFINITE, OpenThread, ResumeThread,
@@ -40,13 +41,13 @@ use windows_sys::Win32::System::Threading::{
 };
 
 /// The polite stop request, for messages.
-pub(crate) const SOFT_STOP: &str = "CTRL_BREAK";
+pub const SOFT_STOP: &str = "CTRL_BREAK";
 /// The forced stop, for messages.
-pub(crate) const HARD_STOP: &str = "TerminateJobObject";
+pub const HARD_STOP: &str = "TerminateJobObject";
 
 /// The program's Job Object.
 #[derive(Debug)]
-pub(crate) struct Group {
+pub struct Group {
     job: HANDLE,
     pid: u32,
     /// The process handle as an integer, for the waiter thread (valid until the `Child` is
@@ -59,16 +60,26 @@ pub(crate) struct Group {
 unsafe impl Send for Group {}
 
 /// Creates the child suspended, in its own console process group.
-pub(crate) fn prepare(cmd: &mut Command) {
+pub fn prepare(cmd: &mut Command) {
     cmd.creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP);
 }
 
 impl Group {
     /// Puts the (suspended) child into a new kill-on-close job, then resumes it. On failure
     /// the child is killed: it must not run outside a job.
-    pub(crate) fn attach(child: &mut Child) -> std::io::Result<Group> {
+    pub fn attach(child: &mut Child) -> std::io::Result<Group> {
+        Self::attach_with_memory_limit(child, None)
+    }
+
+    /// [`attach`](Self::attach), with the job also capping each member's committed memory at
+    /// `limit` bytes (`JOB_OBJECT_LIMIT_PROCESS_MEMORY`): an allocation beyond it fails, which
+    /// a Rust program turns into an abort.
+    pub fn attach_with_memory_limit(
+        child: &mut Child,
+        limit: Option<u64>,
+    ) -> std::io::Result<Group> {
         let process = child.as_raw_handle() as HANDLE;
-        match Self::make_job(process) {
+        match Self::make_job(process, limit) {
             Ok(job) => {
                 let group = Group {
                     job,
@@ -90,7 +101,7 @@ impl Group {
         }
     }
 
-    fn make_job(process: HANDLE) -> std::io::Result<HANDLE> {
+    fn make_job(process: HANDLE, limit: Option<u64>) -> std::io::Result<HANDLE> {
         // SAFETY: documented Win32 calls on handles we own; `info` is a plain struct.
         unsafe {
             let job = CreateJobObjectW(std::ptr::null(), std::ptr::null());
@@ -99,6 +110,10 @@ impl Group {
             }
             let mut info: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = std::mem::zeroed();
             info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+            if let Some(bytes) = limit {
+                info.BasicLimitInformation.LimitFlags |= JOB_OBJECT_LIMIT_PROCESS_MEMORY;
+                info.ProcessMemoryLimit = usize::try_from(bytes).unwrap_or(usize::MAX);
+            }
             let ok = SetInformationJobObject(
                 job,
                 JobObjectExtendedLimitInformation,
@@ -115,24 +130,24 @@ impl Group {
     }
 
     /// "job object of process 1234", for messages.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         format!("the job object of process {}", self.pid)
     }
 
     /// CTRL_BREAK to the child's console process group (best effort, see the module docs).
-    pub(crate) fn ask_to_stop(&self) {
+    pub fn ask_to_stop(&self) {
         // SAFETY: plain call; failure (no console) is acceptable.
         unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, self.pid) };
     }
 
     /// Terminates every process in the job.
-    pub(crate) fn kill(&self) {
+    pub fn kill(&self) {
         // SAFETY: `job` is a valid job handle until drop.
         unsafe { TerminateJobObject(self.job, 1) };
     }
 
     /// Whether any process of the job is still running.
-    pub(crate) fn has_members(&self) -> bool {
+    pub fn has_members(&self) -> bool {
         // SAFETY: `info` is a plain out-parameter of the documented size.
         unsafe {
             let mut info: JOBOBJECT_BASIC_ACCOUNTING_INFORMATION = std::mem::zeroed();
@@ -148,12 +163,12 @@ impl Group {
     }
 
     /// The job is empty: nothing to terminate on drop (closing it still would).
-    pub(crate) fn disarm(&mut self) {
+    pub fn disarm(&mut self) {
         self.armed = false;
     }
 
     /// A function that blocks until the leader has exited. Runs on a waiter thread.
-    pub(crate) fn exit_waiter(&self) -> impl FnOnce() + Send + 'static {
+    pub fn exit_waiter(&self) -> impl FnOnce() + Send + 'static {
         let process = self.process;
         move || {
             // SAFETY: the handle stays open until the waiter has returned (see `process`).
@@ -207,17 +222,17 @@ fn resume(pid: u32) -> std::io::Result<()> {
 }
 
 /// `(exit code, signal)`: Windows has no signals.
-pub(crate) fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+pub fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     (status.code(), None)
 }
 
 /// Unused on Windows (no signals); kept for one call site.
-pub(crate) fn signal_name(signal: i32) -> String {
+pub fn signal_name(signal: i32) -> String {
     format!("signal {signal}")
 }
 
 /// Errors of `spawn` that the resolution could not foresee, in words.
-pub(crate) fn spawn_problem(e: &std::io::Error) -> Option<&'static str> {
+pub fn spawn_problem(e: &std::io::Error) -> Option<&'static str> {
     match e.raw_os_error()? {
         // ERROR_BAD_EXE_FORMAT
         193 => Some("not a valid Windows program (wrong architecture, or not an .exe)"),

@@ -25,7 +25,7 @@ use jiff::Timestamp;
 use super::Fail;
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeInfo, NodeStatus, Registration};
-use crate::run::{NodeId, Progress, Run, RunId, RunState};
+use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
 use crate::store::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError};
 
 /// A primitive's result.
@@ -136,6 +136,9 @@ pub struct FinishWrite {
     pub next_attempt_at: Option<Timestamp>,
     /// The end of a final state (`None` for a retry, which keeps the stored value).
     pub finished_at: Option<Timestamp>,
+    /// The plugin build that ran the attempt (replaces an earlier attempt's, also with
+    /// `None`: an attempt that reached no plugin).
+    pub plugin: Option<PluginBuild>,
 }
 
 impl FinishWrite {
@@ -150,6 +153,7 @@ impl FinishWrite {
             elapsed: finish.elapsed,
             next_attempt_at: finish.retry_at.filter(|_| retry),
             finished_at: (!retry).then_some(finish.finished_at),
+            plugin: finish.plugin.clone(),
         }
     }
 
@@ -159,6 +163,7 @@ impl FinishWrite {
         run.error.clone_from(&self.error);
         run.result_json.clone_from(&self.result_json);
         run.elapsed = self.elapsed;
+        run.plugin.clone_from(&self.plugin);
         run.lease_expires_at = None;
         run.next_attempt_at = self.next_attempt_at;
         if self.retry {
