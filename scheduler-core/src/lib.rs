@@ -18,6 +18,7 @@
 pub mod civil;
 pub mod job;
 pub mod node;
+pub mod pause;
 pub mod policy;
 pub mod run;
 pub mod schedule;

@@ -17,6 +17,7 @@ mod init;
 mod job;
 pub mod logging;
 mod nodes;
+mod pause;
 mod plugin;
 mod run;
 mod runs;
@@ -40,7 +41,8 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Manage jobs in the database: add, list, show, update, enable, disable, trigger, remove.
+    /// Manage jobs in the database: add, list, show, update, enable, disable, trigger, pause,
+    /// resume, remove.
     #[command(subcommand)]
     Job(job::JobCmd),
     /// List runs, newest first.
@@ -49,6 +51,12 @@ enum Command {
     Logs(runs::LogsArgs),
     /// The host nodes on a shared (PostgreSQL) database: heartbeats, capacity, running runs.
     Nodes(nodes::NodesArgs),
+    /// Pause or resume a node's claiming.
+    #[command(subcommand)]
+    Node(pause::NodeCmd),
+    /// Job groups: list them, pause or resume all of a group's jobs.
+    #[command(subcommand)]
+    Group(pause::GroupCmd),
     /// Database maintenance.
     #[command(subcommand)]
     Db(db::DbCmd),
@@ -95,6 +103,8 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::runs(args),
         Command::Logs(args) => runs::logs(args),
         Command::Nodes(args) => nodes::nodes(args),
+        Command::Node(cmd) => pause::run_node(cmd),
+        Command::Group(cmd) => pause::run_group(cmd),
         Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),
         Command::Cron(cmd) => schedule::run_cron(cmd),

@@ -11,7 +11,8 @@
 //!
 //! 1. **Prepare** the due jobs ([`Store::job_due`]: the first [`SchedulerConfig::claim_batch`] in claim order,
 //!    with their running and pending counts): a job whose next fire is later than its misfire
-//!    lateness window goes through [`misfire::plan`] (skips recorded with
+//!    lateness window goes through [`JobDef::misfire_plan`] (the misfire plan kept inside the
+//!    job's validity window; skips recorded with
 //!    [`Store::run_insert_skipped`], next fire moved with the compare-and-set
 //!    [`Store::job_set_next_fire`]); a due fire of a job that already has a running or pending
 //!    run goes through [`overlap::decide`].
@@ -50,7 +51,7 @@
 //!
 //! # Policies
 //!
-//! * Misfire: all three actions go through [`misfire::plan`]. Several fires kept by
+//! * Misfire: all three actions go through [`takt_core::policy::misfire::plan`] (by [`JobDef::misfire_plan`]). Several fires kept by
 //!   `fire-all` are claimed one per pass (the claim advances a job's next fire once per call);
 //!   the loop passes again at once while anything is due. Catch-up is not overlap: a kept fire
 //!   whose time came *before* the job's run in progress started waits its turn as a queued
@@ -85,9 +86,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobError, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo};
-use takt_core::policy::{Busy, OverlapDecision, OverlapPolicy, misfire, overlap};
+use takt_core::policy::{Busy, OverlapDecision, OverlapPolicy, overlap};
 use takt_core::run::{NodeId, PluginBuild, Run, RunEvent, RunId, RunState, SkipReason};
-use takt_core::schedule::Schedule;
 use takt_core::store::{
     ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreError,
     StoreErrorKind,
@@ -106,9 +106,6 @@ use sink::LogForwarder;
 pub const MIN_SAFETY_POLL: Duration = Duration::from_millis(50);
 /// The longest accepted safety poll.
 pub const MAX_SAFETY_POLL: Duration = Duration::from_secs(60);
-/// How many occurrences at most are walked to find a job's next *firing* occurrence (past
-/// daylight-saving skips).
-const MAX_SKIPS_WALKED: usize = 64;
 
 /// How a [`Scheduler`] behaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -447,6 +444,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             stopping: AtomicBool::new(false),
             taken_over: AtomicBool::new(false),
             paused: AtomicBool::new(false),
+            paused_in_store: Mutex::new(None),
             shutdown_grace: Mutex::new(Duration::ZERO),
             running: Mutex::new(HashMap::new()),
             finishing: Mutex::new(std::collections::HashSet::new()),
@@ -478,6 +476,9 @@ struct Shared<S> {
     taken_over: AtomicBool,
     /// Set by [`SchedulerHandle::pause`]: claim nothing until resumed.
     paused: AtomicBool,
+    /// The node's pause in the store (`takt node pause`, any process) as last read, and when
+    /// it was read: see [`node_paused`].
+    paused_in_store: Mutex<Option<(Timestamp, bool)>>,
     shutdown_grace: Mutex<Duration>,
     /// This node's runs in flight.
     running: Mutex<HashMap<RunId, InFlight>>,
@@ -554,7 +555,7 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     pub async fn add_job(&self, mut job: JobDef) -> Result<JobDef, SchedulerError> {
         job.validate()?;
         let now = self.shared.clock.now();
-        job.next_fire = job.schedule.as_ref().and_then(|s| first_fire_after(s, now));
+        job.next_fire = job.first_fire_after(now);
         let stored = self.shared.store.job_insert(&job, now).await?;
         self.shared.notify.notify_one();
         Ok(stored)
@@ -575,10 +576,14 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
             .job_get(id)
             .await?
             .ok_or(SchedulerError::JobNotFound(id))?;
-        job.next_fire = if old.schedule == job.schedule {
+        // A new schedule or validity window starts from now (inside the window).
+        job.next_fire = if old.schedule == job.schedule
+            && old.effective_from == job.effective_from
+            && old.expires_at == job.expires_at
+        {
             old.next_fire
         } else {
-            job.schedule.as_ref().and_then(|s| first_fire_after(s, now))
+            job.first_fire_after(now)
         };
         let stored = self.shared.store.job_update(&job, now).await?;
         self.shared.notify.notify_one();
@@ -600,10 +605,9 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
                 .job_get(id)
                 .await?
                 .ok_or(SchedulerError::JobNotFound(id))?;
-            if !job.enabled
-                && let Some(schedule) = &job.schedule
-            {
-                let next = first_fire_after(schedule, now);
+            // A paused job keeps its next fire aside: its resume decides.
+            if !job.enabled && job.schedule.is_some() && store.job_paused(id).await?.is_none() {
+                let next = job.first_fire_after(now);
                 if next != job.next_fire {
                     store.job_set_next_fire(id, job.next_fire, next).await?;
                 }
@@ -833,7 +837,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
                     .unwrap_or(Timestamp::MAX);
             }
         }
-        let paused = shared.paused.load(Ordering::SeqCst);
+        let paused = shared.paused.load(Ordering::SeqCst) || node_paused(&shared, now).await;
         let mut progressed = false;
         if !paused && error.is_none() {
             progressed = match prepare(&shared, now, horizon).await {
@@ -940,6 +944,37 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
         tracing::warn!("cannot record the stop of node {}: {e}", config.node);
     }
     drop(live);
+}
+
+/// How often the loop reads its node's pause from the store.
+const NODE_PAUSE_EVERY: Duration = Duration::from_secs(1);
+
+/// Whether this node is paused in the store (`Store::pause` of the node, written by any
+/// process): read at most every [`NODE_PAUSE_EVERY`], so a pause takes effect within a
+/// second plus a pass. The claim refuses a paused node anyway (the rule is the engine's);
+/// this keeps a paused node from deciding misfires and overlaps too. A failed read keeps
+/// the last answer.
+async fn node_paused<S: Store>(shared: &Shared<S>, now: Timestamp) -> bool {
+    let last = *shared
+        .paused_in_store
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some((at, paused)) = last
+        && now.duration_since(at)
+            < jiff::SignedDuration::try_from(NODE_PAUSE_EVERY).unwrap_or_default()
+        && now >= at
+    {
+        return paused;
+    }
+    let paused = match shared.store.node_paused(&shared.config.node).await {
+        Ok(p) => p.is_some(),
+        Err(_) => last.is_some_and(|(_, p)| p),
+    };
+    *shared
+        .paused_in_store
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some((now, paused));
+    paused
 }
 
 /// The drain of a shutdown: claims nothing more and lets this node's runs — including those
@@ -1219,10 +1254,7 @@ async fn prepare<S: Store>(
         let mut fire = nf;
         // Misfires: only when the oldest due fire is beyond the lateness window (fires are
         // ascending, so otherwise every due fire is on time).
-        if let Some(schedule) = &job.schedule
-            && late
-        {
-            let plan = misfire::plan(schedule, nf, now, job.misfire);
+        if late && let Some(plan) = job.misfire_plan(nf, now) {
             for s in &plan.skips {
                 changed |= insert_skipped(store, id, s.fire_time, s.reason, None, now).await?;
             }
@@ -1251,11 +1283,7 @@ async fn prepare<S: Store>(
             queued: pending as usize,
             since: busy_since(store, id).await?,
         };
-        let next = || {
-            job.schedule
-                .as_ref()
-                .and_then(|s| first_fire_after(s, fire))
-        };
+        let next = || job.first_fire_after(fire);
         match overlap::decide(overlap_policy, busy, fire) {
             OverlapDecision::Start => {}
             OverlapDecision::Skip(reason) => {
@@ -1369,15 +1397,6 @@ async fn set_next_fire<S: Store>(
         Err(e) if e.kind() == StoreErrorKind::Conflict => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-/// The first occurrence after `after` that fires (past DST-gap skips, bounded).
-fn first_fire_after(schedule: &Schedule, after: Timestamp) -> Option<Timestamp> {
-    schedule
-        .iter_after(after)
-        .take(MAX_SKIPS_WALKED)
-        .find(|o| o.fires())
-        .map(|o| o.at)
 }
 
 fn floor_second(t: Timestamp) -> Timestamp {

@@ -33,6 +33,7 @@ use super::engine::{
 use super::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves};
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, NodeStatus};
+use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// An in-memory [`super::Store`]; cheap to clone (clones share the data).
@@ -144,6 +145,8 @@ enum Undo {
     Run(RunId, Option<Box<Run>>, Option<Vec<(u64, LogLine)>>),
     Logs(RunId, usize),
     Node(NodeId, Option<NodeStatus>),
+    Hold(JobId, Option<Hold>),
+    Pause((PauseKind, String), Option<Pause>),
 }
 
 #[derive(Debug, Default)]
@@ -157,6 +160,10 @@ struct Inner {
     /// store never loses one, but it keeps the contract).
     tokens: HashMap<RunId, i64>,
     nodes: BTreeMap<NodeId, NodeStatus>,
+    /// Held jobs (see [`crate::pause`]); removed with their job.
+    holds: BTreeMap<JobId, Hold>,
+    /// Group and node pauses.
+    pauses: BTreeMap<(PauseKind, String), Pause>,
     last_job: i64,
     last_run: i64,
     last_seq: u64,
@@ -217,6 +224,22 @@ impl Inner {
                     }
                     None => {
                         self.nodes.remove(&id);
+                    }
+                },
+                Undo::Hold(id, old) => match old {
+                    Some(h) => {
+                        self.holds.insert(id, h);
+                    }
+                    None => {
+                        self.holds.remove(&id);
+                    }
+                },
+                Undo::Pause(key, old) => match old {
+                    Some(p) => {
+                        self.pauses.insert(key, p);
+                    }
+                    None => {
+                        self.pauses.remove(&key);
                     }
                 },
             }
@@ -471,6 +494,9 @@ impl Conn for MemoryConn<'_> {
         let old = inner.jobs.get(&id).cloned().map(Box::new);
         inner.journal(Undo::Job(id, old));
         inner.drop_job_row(id);
+        if let Some(h) = inner.holds.remove(&id) {
+            inner.journal(Undo::Hold(id, Some(h)));
+        }
         Ok(true)
     }
 
@@ -837,6 +863,69 @@ impl Conn for MemoryConn<'_> {
     }
 
     // ---- logs, retention ---------------------------------------------------------------
+
+    async fn hold_get(&mut self, job: JobId) -> Res<Option<Hold>> {
+        Ok(self.inner.holds.get(&job).cloned())
+    }
+
+    async fn hold_insert(&mut self, job: JobId, hold: &Hold) -> Res<()> {
+        let inner = &mut *self.inner;
+        if inner.jobs.contains_key(&job) {
+            let old = inner.holds.insert(job, hold.clone());
+            inner.journal(Undo::Hold(job, old));
+        }
+        Ok(())
+    }
+
+    async fn hold_delete(&mut self, job: JobId) -> Res<bool> {
+        let inner = &mut *self.inner;
+        let old = inner.holds.remove(&job);
+        let had = old.is_some();
+        inner.journal(Undo::Hold(job, old));
+        Ok(had)
+    }
+
+    async fn holds_list(&mut self) -> Res<Vec<(JobId, Hold)>> {
+        Ok(self
+            .inner
+            .holds
+            .iter()
+            .map(|(id, h)| (*id, h.clone()))
+            .collect())
+    }
+
+    async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
+        Ok(self.inner.pauses.get(&(kind, name.to_string())).cloned())
+    }
+
+    async fn pause_insert(&mut self, kind: PauseKind, name: &str, pause: &Pause) -> Res<bool> {
+        let inner = &mut *self.inner;
+        let key = (kind, name.to_string());
+        if inner.pauses.contains_key(&key) {
+            return Ok(false);
+        }
+        inner.pauses.insert(key.clone(), pause.clone());
+        inner.journal(Undo::Pause(key, None));
+        Ok(true)
+    }
+
+    async fn pause_delete(&mut self, kind: PauseKind, name: &str) -> Res<bool> {
+        let inner = &mut *self.inner;
+        let key = (kind, name.to_string());
+        let old = inner.pauses.remove(&key);
+        let had = old.is_some();
+        inner.journal(Undo::Pause(key, old));
+        Ok(had)
+    }
+
+    async fn pauses_list(&mut self) -> Res<Vec<(PauseKind, String, Pause)>> {
+        Ok(self
+            .inner
+            .pauses
+            .iter()
+            .map(|((k, n), p)| (*k, n.clone(), p.clone()))
+            .collect())
+    }
 
     async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {
         let inner = &mut *self.inner;

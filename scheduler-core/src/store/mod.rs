@@ -42,6 +42,7 @@ use jiff::Timestamp;
 
 use crate::job::{JobDef, JobError, JobId, JobName};
 use crate::node::{InstanceId, NodeStatus, Registered, Registration};
+use crate::pause::{Pause, PauseTarget, Resumed};
 use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState, TransitionError};
 
@@ -674,6 +675,43 @@ pub trait Store: Send + Sync {
         &self,
         older_than: Timestamp,
     ) -> impl Future<Output = StoreResult<PurgeCounts>> + Send;
+
+    // ---- pauses (see crate::pause) -------------------------------------------------------
+
+    /// Pauses `target` with `pause` (who, when, why) and returns the jobs now held. A job or
+    /// group: the jobs' next fires are kept aside, so nothing of them is due until resumed
+    /// (a group's future members too); a node: it claims nothing. NotFound for a missing job,
+    /// a group no job is in, a node never registered; Conflict when already paused.
+    fn pause(
+        &self,
+        target: &PauseTarget,
+        pause: &Pause,
+    ) -> impl Future<Output = StoreResult<Vec<JobId>>> + Send;
+
+    /// Ends the pause of `target` at `now`. Each job released gets its next fire back through
+    /// its misfire policy ([`crate::pause::resume_plan`]): kept fires run, the others of the
+    /// paused interval are recorded skipped with reason `paused` (bounded). A job still held
+    /// by its group's pause stays held. Conflict (job) or NotFound (group, node) when not
+    /// paused.
+    fn resume(
+        &self,
+        target: &PauseTarget,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<Resumed>> + Send;
+
+    /// The pause that holds job `id` — its own, else its group's — if any (what `takt why`
+    /// and `job show` report).
+    fn job_paused(
+        &self,
+        id: JobId,
+    ) -> impl Future<Output = StoreResult<Option<(PauseTarget, Pause)>>> + Send;
+
+    /// The pause of node `node`, if it is paused (one key lookup: a loop may ask every pass).
+    fn node_paused(&self, node: &NodeId)
+    -> impl Future<Output = StoreResult<Option<Pause>>> + Send;
+
+    /// Every pause: jobs' own (by id), then groups' and nodes' (by name).
+    fn pause_list(&self) -> impl Future<Output = StoreResult<Vec<(PauseTarget, Pause)>>> + Send;
 }
 
 #[cfg(test)]

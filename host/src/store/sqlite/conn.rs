@@ -12,6 +12,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
+use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{job_missing, run_missing};
 use takt_core::store::engine::{
@@ -21,7 +22,8 @@ use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreR
 
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
-    DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS, RunRow, corrupt, to_i64,
+    DueRow, HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS,
+    PauseRow, RUN_COLUMNS, RunRow, corrupt, to_i64,
 };
 
 /// The store's connection for one store call.
@@ -66,6 +68,16 @@ impl Drop for SqliteConn<'_> {
 }
 
 // ---- conversions -------------------------------------------------------------------------
+
+fn pause_row(r: &Row<'_>) -> rusqlite::Result<PauseRow> {
+    Ok(PauseRow {
+        kind: r.get(0)?,
+        name: r.get(1)?,
+        paused_at: r.get(2)?,
+        paused_by: r.get(3)?,
+        reason: r.get(4)?,
+    })
+}
 
 pub(super) fn ms(t: Timestamp) -> i64 {
     t.as_millisecond()
@@ -943,6 +955,148 @@ impl Conn for SqliteConn<'_> {
 
     async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
         Ok(nodes(&self.db.conn, self.path(), None)?)
+    }
+
+    // ---- pauses ------------------------------------------------------------------------
+
+    async fn hold_get(&mut self, job: JobId) -> Res<Option<Hold>> {
+        let path = self.path();
+        let row = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {HOLD_COLUMNS} FROM job_holds WHERE job_id = ?1"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row([job.0], |r| {
+                    Ok(HoldRow {
+                        next_fire: r.get(0)?,
+                        paused_at: r.get(1)?,
+                        paused_by: r.get(2)?,
+                        reason: r.get(3)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(|e| sql_error(path, "reading a job's hold", e))?;
+        Ok(row.map(|r| r.into_hold(path, job.0)).transpose()?)
+    }
+
+    async fn hold_insert(&mut self, job: JobId, hold: &Hold) -> Res<()> {
+        let r = HoldRow::of(hold);
+        self.db
+            .conn
+            .prepare_cached(&format!(
+                "INSERT INTO job_holds (job_id, {HOLD_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+            ))
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    job.0,
+                    r.next_fire,
+                    r.paused_at,
+                    r.paused_by,
+                    r.reason
+                ])
+            })
+            .map_err(|e| sql_error(self.path(), "holding a job", e))?;
+        Ok(())
+    }
+
+    async fn hold_delete(&mut self, job: JobId) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached("DELETE FROM job_holds WHERE job_id = ?1")
+            .and_then(|mut stmt| stmt.execute([job.0]))
+            .map_err(|e| sql_error(self.path(), "releasing a job's hold", e))?;
+        Ok(n > 0)
+    }
+
+    async fn holds_list(&mut self) -> Res<Vec<(JobId, Hold)>> {
+        let path = self.path();
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT job_id, {HOLD_COLUMNS} FROM job_holds ORDER BY job_id"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        HoldRow {
+                            next_fire: r.get(1)?,
+                            paused_at: r.get(2)?,
+                            paused_by: r.get(3)?,
+                            reason: r.get(4)?,
+                        },
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "listing held jobs", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, r)| Ok((JobId(id), r.into_hold(path, id)?)))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
+        let path = self.path();
+        let row = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT kind, name, {PAUSE_COLUMNS} FROM pauses WHERE kind = ?1 AND name = ?2"
+            ))
+            .and_then(|mut stmt| stmt.query_row([kind.name(), name], pause_row).optional())
+            .map_err(|e| sql_error(path, "reading a pause", e))?;
+        Ok(row
+            .map(|r| r.into_pause(path).map(|(_, _, p)| p))
+            .transpose()?)
+    }
+
+    async fn pause_insert(&mut self, kind: PauseKind, name: &str, pause: &Pause) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "INSERT INTO pauses (kind, name, {PAUSE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)                  ON CONFLICT (kind, name) DO NOTHING"
+            ))
+            .and_then(|mut stmt| {
+                stmt.execute(params![kind.name(), name, ms(pause.at), pause.by, pause.reason])
+            })
+            .map_err(|e| sql_error(self.path(), "recording a pause", e))?;
+        Ok(n > 0)
+    }
+
+    async fn pause_delete(&mut self, kind: PauseKind, name: &str) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached("DELETE FROM pauses WHERE kind = ?1 AND name = ?2")
+            .and_then(|mut stmt| stmt.execute([kind.name(), name]))
+            .map_err(|e| sql_error(self.path(), "removing a pause", e))?;
+        Ok(n > 0)
+    }
+
+    async fn pauses_list(&mut self) -> Res<Vec<(PauseKind, String, Pause)>> {
+        let path = self.path();
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT kind, name, {PAUSE_COLUMNS} FROM pauses ORDER BY kind, name"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([], pause_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "listing pauses", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_pause(path))
+            .collect::<StoreResult<_>>()?)
     }
 
     // ---- logs, retention ---------------------------------------------------------------

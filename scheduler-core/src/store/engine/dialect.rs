@@ -25,6 +25,7 @@ use jiff::Timestamp;
 use super::Fail;
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeInfo, NodeStatus, Registration};
+use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
 use crate::store::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError};
 
@@ -387,6 +388,47 @@ pub trait Conn: Send {
 
     /// Every node, by id, with its running runs.
     fn node_list(&mut self) -> impl Future<Output = Res<Vec<NodeStatus>>> + Send;
+
+    // ---- pauses ----------------------------------------------------------------------
+
+    /// The hold of job `job` (its next fire kept aside while paused), if it is held.
+    fn hold_get(&mut self, job: JobId) -> impl Future<Output = Res<Option<Hold>>> + Send;
+
+    /// Records the hold of job `job` (the engine deletes an old one first in the same
+    /// transaction); removed with the job.
+    fn hold_insert(&mut self, job: JobId, hold: &Hold) -> impl Future<Output = Res<()>> + Send;
+
+    /// Removes the hold of job `job`; whether there was one.
+    fn hold_delete(&mut self, job: JobId) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Every hold, by job id.
+    fn holds_list(&mut self) -> impl Future<Output = Res<Vec<(JobId, Hold)>>> + Send;
+
+    /// The pause of group or node `name`, if any.
+    fn pause_get(
+        &mut self,
+        kind: PauseKind,
+        name: &str,
+    ) -> impl Future<Output = Res<Option<Pause>>> + Send;
+
+    /// Records the pause of group or node `name` unless it is paused already (then `false`,
+    /// nothing written).
+    fn pause_insert(
+        &mut self,
+        kind: PauseKind,
+        name: &str,
+        pause: &Pause,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Removes the pause of group or node `name`; whether there was one.
+    fn pause_delete(
+        &mut self,
+        kind: PauseKind,
+        name: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Every group and node pause, by kind then name.
+    fn pauses_list(&mut self) -> impl Future<Output = Res<Vec<(PauseKind, String, Pause)>>> + Send;
 
     // ---- logs, retention, notifications ---------------------------------------------
 
