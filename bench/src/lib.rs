@@ -201,6 +201,7 @@ pub mod probe {
     use takt_core::pause::{Pause, PauseTarget, Resumed};
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
+        CancelOutcome, CancelRequest,
         Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
         Store, StoreResult,
     };
@@ -440,6 +441,20 @@ pub mod probe {
         }
         async fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>> {
             timed!(self, "pause_list", self.inner.pause_list())
+        }
+        async fn run_cancel(
+            &self,
+            id: RunId,
+            by: &str,
+            now: Timestamp,
+        ) -> StoreResult<CancelOutcome> {
+            timed!(self, "run_cancel", self.inner.run_cancel(id, by, now))
+        }
+        async fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>> {
+            timed!(self, "cancel_requests", self.inner.cancel_requests(node))
+        }
+        async fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>> {
+            timed!(self, "cancel_request_of", self.inner.cancel_request_of(id))
         }
     }
 }

@@ -24,8 +24,8 @@ use takt_core::run::{NodeId, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::schedule::{Interval, Rule, Schedule, Zone};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{
-    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreError, StoreResult,
+    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
+    PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use takt_host::executor::{Executor, ExecutorConfig};
 use takt_host::plugins::PluginSet;
@@ -111,6 +111,9 @@ impl Store for Switch {
         fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>>;
         fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>>;
         fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>>;
+        fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
+        fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
+        fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
     }
 }
 

@@ -140,6 +140,7 @@ async fn empty(c: &mut Client) {
     for t in [
         "run_logs",
         "runs",
+        "cancel_requests",
         "job_holds",
         "pauses",
         "nodes",

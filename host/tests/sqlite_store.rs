@@ -267,7 +267,8 @@ fn migrations_applied_twice_are_a_noop() {
             (2, "claim_indexes"),
             (3, "node_identity"),
             (4, "isolation_plugin_builds"),
-            (5, "pauses")
+            (5, "pauses"),
+            (6, "cancel_requests")
         ]
     );
     assert_eq!(
@@ -340,7 +341,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, [2, 3, 4, 5], "{events:?}");
+    assert_eq!(started, [2, 3, 4, 5, 6], "{events:?}");
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");

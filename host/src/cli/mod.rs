@@ -49,6 +49,8 @@ enum Command {
     Runs(runs::RunsArgs),
     /// Print a run's log lines (--follow to wait for more until the run ends).
     Logs(runs::LogsArgs),
+    /// Cancel a pending or running run, on whichever node runs it.
+    Cancel(runs::CancelArgs),
     /// The host nodes on a shared (PostgreSQL) database: heartbeats, capacity, running runs.
     Nodes(nodes::NodesArgs),
     /// Pause or resume a node's claiming.
@@ -102,6 +104,7 @@ pub fn main() -> ExitCode {
         Command::Job(cmd) => job::run(cmd),
         Command::Runs(args) => runs::runs(args),
         Command::Logs(args) => runs::logs(args),
+        Command::Cancel(args) => runs::cancel(args),
         Command::Nodes(args) => nodes::nodes(args),
         Command::Node(cmd) => pause::run_node(cmd),
         Command::Group(cmd) => pause::run_group(cmd),

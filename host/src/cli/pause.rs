@@ -50,7 +50,7 @@ impl PauseOpts {
 }
 
 /// `user@host` of this process (the user from `USER`, else `USERNAME`).
-fn operator() -> String {
+pub(super) fn operator() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("USERNAME"))
         .unwrap_or_else(|_| "unknown".to_string());

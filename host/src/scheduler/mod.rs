@@ -837,7 +837,9 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
                     .unwrap_or(Timestamp::MAX);
             }
         }
-        let paused = shared.paused.load(Ordering::SeqCst) || node_paused(&shared, now).await;
+        // Read every second whatever the local pause: it also obeys cancel requests.
+        let paused_in_store = node_paused(&shared, now).await;
+        let paused = shared.paused.load(Ordering::SeqCst) || paused_in_store;
         let mut progressed = false;
         if !paused && error.is_none() {
             progressed = match prepare(&shared, now, horizon).await {
@@ -946,7 +948,38 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
     drop(live);
 }
 
-/// How often the loop reads its node's pause from the store.
+/// Cancels this node's runs that someone asked to cancel through the store
+/// ([`Store::run_cancel`], from any node or command): read with the node's pause, about every
+/// second (on PostgreSQL the request's `NOTIFY` also wakes the loop for a pass). Each such run
+/// ends `cancelled` (reason requested) and its log says who asked and when.
+async fn obey_cancel_requests<S: Store>(shared: &Shared<S>) {
+    if shared.running_count() == 0 {
+        return;
+    }
+    let requests = match shared.store.cancel_requests(&shared.config.node).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("cannot read cancel requests: {e}");
+            return;
+        }
+    };
+    for r in requests {
+        let asked = shared
+            .in_flight()
+            .get(&r.run)
+            .is_some_and(|f| f.cancel.is_cancelled());
+        if !asked {
+            shared
+                .cancel_local(
+                    r.run,
+                    format!("cancelled by request of {} at {}", r.by, r.at),
+                )
+                .await;
+        }
+    }
+}
+
+/// How often the loop reads its node's pause (and its runs' cancel requests) from the store.
 const NODE_PAUSE_EVERY: Duration = Duration::from_secs(1);
 
 /// Whether this node is paused in the store (`Store::pause` of the node, written by any
@@ -970,6 +1003,7 @@ async fn node_paused<S: Store>(shared: &Shared<S>, now: Timestamp) -> bool {
         Ok(p) => p.is_some(),
         Err(_) => last.is_some_and(|(_, p)| p),
     };
+    obey_cancel_requests(shared).await;
     *shared
         .paused_in_store
         .lock()

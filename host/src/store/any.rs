@@ -13,8 +13,8 @@ use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
 use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::run::{NodeId, Progress, Run, RunId};
 use takt_core::store::{
-    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreResult,
+    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
+    PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
@@ -349,6 +349,9 @@ impl Store for AnyStore {
         fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>>;
         fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>>;
         fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>>;
+        fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
+        fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
+        fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
     }
 }
 

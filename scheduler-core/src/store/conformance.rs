@@ -32,7 +32,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
+    CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store,
+    StoreErrorKind,
 };
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, Registered, Registration};
@@ -131,6 +132,7 @@ where
     check!(claims_keep_inside_the_validity_window);
     check!(paused_jobs_are_held_and_resume_per_their_misfire_policy);
     check!(group_and_node_pauses_hold_members_and_claims);
+    check!(cancel_requests_reach_the_node_running_the_run);
     check!(run_list_filters_newest_first);
     check!(job_due_lists_due_jobs_in_claim_order_with_counts);
     check!(next_due_is_the_earliest_claimable_instant);
@@ -150,7 +152,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 27;
+pub const CHECKS: usize = 28;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -1873,6 +1875,99 @@ pub async fn group_and_node_pauses_hold_members_and_claims<S: Store>(store: S) {
             .is_empty(),
         "claims again"
     );
+}
+
+/// A cancel of a pending run cancels it at once and records who asked; a cancel of a running
+/// run is a request that only the node running it sees (asked twice, the first request
+/// stands); a final run, an unknown run and an anonymous cancel are refused.
+pub async fn cancel_requests_reach_the_node_running_the_run<S: Store>(store: S) {
+    let job = insert(&store, every_minute("a")).await.id.expect("id");
+    let running = claim_one(&store, "node-a", t0()).await.run;
+    let rid = running.id.expect("id");
+    let queued = store
+        .run_enqueue(job, at(30), at(30))
+        .await
+        .expect("enqueue");
+    let qid = queued.id.expect("id");
+
+    match store.run_cancel(qid, "ops", at(31)).await.expect("cancel") {
+        CancelOutcome::Cancelled(run) => {
+            assert_eq!(run.state, RunState::Cancelled);
+            let e = run.error.unwrap_or_default();
+            assert!(e.contains("requested by ops"), "{e}");
+        }
+        other => panic!("a pending run is cancelled at once, got {other:?}"),
+    }
+    let stored = store.run_get(qid).await.expect("get").expect("run");
+    assert_eq!(stored.state, RunState::Cancelled);
+    assert_eq!(
+        store
+            .cancel_request_of(qid)
+            .await
+            .expect("request")
+            .map(|r| r.by),
+        Some("ops".to_string())
+    );
+
+    match store.run_cancel(rid, "ops", at(32)).await.expect("cancel") {
+        CancelOutcome::Requested { node: n, request } => {
+            assert_eq!(n, Some(node("node-a")));
+            assert_eq!((request.by.as_str(), request.at), ("ops", at(32)));
+        }
+        other => panic!("a running run gets a request, got {other:?}"),
+    }
+    let for_a = store.cancel_requests(&node("node-a")).await.expect("list");
+    assert_eq!(for_a.iter().map(|r| r.run).collect::<Vec<_>>(), [rid]);
+    assert!(
+        store
+            .cancel_requests(&node("node-b"))
+            .await
+            .expect("list")
+            .is_empty(),
+        "another node's runs are not its business"
+    );
+    assert_eq!(
+        store.run_get(rid).await.expect("get").expect("run").state,
+        RunState::Running,
+        "only the node running it stops it"
+    );
+    match store.run_cancel(rid, "lead", at(33)).await.expect("again") {
+        CancelOutcome::Requested { request, .. } => assert_eq!(request.by, "ops"),
+        other => panic!("{other:?}"),
+    }
+    finish(
+        &store,
+        &running,
+        RunEvent::Cancelled {
+            reason: crate::run::CancelReason::Requested,
+        },
+        at(34),
+    )
+    .await;
+    assert!(
+        store
+            .cancel_requests(&node("node-a"))
+            .await
+            .expect("list")
+            .is_empty(),
+        "a finished run is no longer asked about"
+    );
+    let done = store
+        .run_cancel(rid, "ops", at(35))
+        .await
+        .expect_err("final");
+    assert_eq!(done.kind(), StoreErrorKind::Conflict);
+    assert!(done.message().contains("already cancelled"), "{done}");
+    let missing = store
+        .run_cancel(crate::run::RunId(987_654), "ops", at(35))
+        .await
+        .expect_err("unknown");
+    assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+    let anonymous = store
+        .run_cancel(rid, " ", at(35))
+        .await
+        .expect_err("anonymous");
+    assert_eq!(anonymous.kind(), StoreErrorKind::Invalid);
 }
 
 /// `run_list` filters by job and state and returns the newest fire first, up to `limit`.

@@ -30,7 +30,9 @@ use super::engine::{
     Checkout, Conn, Dialect, DialectStore, Engine, FinishWrite, NextFireMove, PendingDue, Res,
     Session, Slot,
 };
-use super::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves};
+use super::{
+    CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves,
+};
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, NodeStatus};
 use crate::pause::{Hold, Pause, PauseKind};
@@ -146,6 +148,7 @@ enum Undo {
     Logs(RunId, usize),
     Node(NodeId, Option<NodeStatus>),
     Hold(JobId, Option<Hold>),
+    Cancel(RunId, Option<CancelRequest>),
     Pause((PauseKind, String), Option<Pause>),
 }
 
@@ -164,6 +167,8 @@ struct Inner {
     holds: BTreeMap<JobId, Hold>,
     /// Group and node pauses.
     pauses: BTreeMap<(PauseKind, String), Pause>,
+    /// Cancel requests, per run; removed with the run.
+    cancels: BTreeMap<RunId, CancelRequest>,
     last_job: i64,
     last_run: i64,
     last_seq: u64,
@@ -232,6 +237,14 @@ impl Inner {
                     }
                     None => {
                         self.holds.remove(&id);
+                    }
+                },
+                Undo::Cancel(id, old) => match old {
+                    Some(c) => {
+                        self.cancels.insert(id, c);
+                    }
+                    None => {
+                        self.cancels.remove(&id);
                     }
                 },
                 Undo::Pause(key, old) => match old {
@@ -373,6 +386,9 @@ impl Inner {
         self.journal(Undo::Run(id, old, logs));
         self.drop_run_row(id);
         self.tokens.remove(&id);
+        if let Some(c) = self.cancels.remove(&id) {
+            self.journal(Undo::Cancel(id, Some(c)));
+        }
         lines
     }
 
@@ -924,6 +940,34 @@ impl Conn for MemoryConn<'_> {
             .pauses
             .iter()
             .map(|((k, n), p)| (*k, n.clone(), p.clone()))
+            .collect())
+    }
+
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let inner = &mut *self.inner;
+        if inner.cancels.contains_key(&request.run) || !inner.runs.contains_key(&request.run) {
+            return Ok(false);
+        }
+        inner.cancels.insert(request.run, request.clone());
+        inner.journal(Undo::Cancel(request.run, None));
+        Ok(true)
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        Ok(self.inner.cancels.get(&run).cloned())
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let inner = &*self.inner;
+        Ok(inner
+            .cancels
+            .values()
+            .filter(|c| {
+                inner.runs.get(&c.run).is_some_and(|r| {
+                    r.state == RunState::Running && r.node_id.as_ref() == Some(node)
+                })
+            })
+            .cloned()
             .collect())
     }
 

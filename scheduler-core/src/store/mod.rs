@@ -378,6 +378,33 @@ impl DueJob {
     }
 }
 
+/// A request to cancel a run, written to the database by whoever asked (any node, the CLI,
+/// the API) and obeyed by the node running the run ([`Store::cancel_requests`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// The run.
+    pub run: RunId,
+    /// Who asked.
+    pub by: String,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// What [`Store::run_cancel`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The run was pending (queued, or waiting for a retry) and is now `cancelled`.
+    Cancelled(Box<Run>),
+    /// The run is running on `node`: the request is recorded and that node stops it (within
+    /// about a second), recording it `cancelled`.
+    Requested {
+        /// The node running it.
+        node: Option<NodeId>,
+        /// The request (an earlier one, if it had been asked already).
+        request: CancelRequest,
+    },
+}
+
 /// The level of a run log line (the plugin API's levels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
@@ -712,6 +739,33 @@ pub trait Store: Send + Sync {
 
     /// Every pause: jobs' own (by id), then groups' and nodes' (by name).
     fn pause_list(&self) -> impl Future<Output = StoreResult<Vec<(PauseTarget, Pause)>>> + Send;
+
+    // ---- cancel anywhere -----------------------------------------------------------------
+
+    /// Cancels run `id` on behalf of `by` at `now`, whichever node holds it: a pending run
+    /// (queued, or waiting for a retry) becomes `cancelled` at once; a running one gets a
+    /// [`CancelRequest`] that the node running it obeys ([`Store::cancel_requests`]; on
+    /// PostgreSQL a `NOTIFY` wakes it). Asking again for a running run returns the first
+    /// request. NotFound for an unknown run; Conflict for a run already final.
+    fn run_cancel(
+        &self,
+        id: RunId,
+        by: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<CancelOutcome>> + Send;
+
+    /// The cancel requests of the runs running on `node` (what its loop polls, about every
+    /// second).
+    fn cancel_requests(
+        &self,
+        node: &NodeId,
+    ) -> impl Future<Output = StoreResult<Vec<CancelRequest>>> + Send;
+
+    /// Who asked to cancel run `id`, and when, if anyone did.
+    fn cancel_request_of(
+        &self,
+        id: RunId,
+    ) -> impl Future<Output = StoreResult<Option<CancelRequest>>> + Send;
 }
 
 #[cfg(test)]

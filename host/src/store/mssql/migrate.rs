@@ -32,6 +32,7 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
         sql!("0003_isolation_plugin_builds.sql"),
     ),
     Migration::new(4, "pauses", sql!("0004_pauses.sql")),
+    Migration::new(5, "cancel_requests", sql!("0005_cancel_requests.sql")),
 ];
 
 /// The schema version this binary writes for SQL Server.

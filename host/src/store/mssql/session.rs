@@ -17,7 +17,9 @@ use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
-use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreErrorKind};
+use takt_core::store::{
+    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreErrorKind,
+};
 
 use super::conn::{Cells, Params, Pooled, text};
 use super::dialect;
@@ -88,6 +90,35 @@ impl MssqlConn<'_> {
     ///
     /// Two plain statements rather than one with a join or a correlated count: the emulator
     /// returns no rows for `JOIN … ON`, and the node table is small.
+    /// The cancel requests `sql` selects (run id, by, at).
+    async fn cancels(&mut self, sql: &str, p: &Params) -> Res<Vec<CancelRequest>> {
+        let shown = self.shown;
+        let rows = self.c.rows("reading cancel requests", sql, p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "a cancel request",
+            };
+            let run = c.int_req(0)?;
+            let at = c.instant_req(2)?;
+            out.push(CancelRequest {
+                run: RunId(run),
+                by: c.text_req(1)?,
+                at: Timestamp::from_millisecond(at).map_err(|e| {
+                    corrupt(
+                        shown,
+                        &format!("the cancel of run {run}"),
+                        "requested_at",
+                        e,
+                    )
+                })?,
+            });
+        }
+        Ok(out)
+    }
+
     /// The holds of `only` (or every job), by job id.
     async fn holds(&mut self, only: Option<JobId>) -> Res<Vec<(JobId, Hold)>> {
         let shown = self.shown;
@@ -351,6 +382,8 @@ impl Conn for MssqlConn<'_> {
                 what,
                 &format!(
                     "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE job_id = {j}); \
+                     DELETE FROM cancel_requests WHERE run_id IN \
+                     (SELECT id FROM runs WHERE job_id = {j}); \
                      DELETE FROM runs WHERE job_id = {j}; DELETE FROM job_holds WHERE job_id = {j}"
                 ),
                 &p,
@@ -987,6 +1020,43 @@ impl Conn for MssqlConn<'_> {
         self.pauses(None).await
     }
 
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let mut p = self.c.params();
+        let r = p.add(request.run.0);
+        let sql = format!(
+            "INSERT INTO cancel_requests (run_id, requested_by, requested_at) \
+             OUTPUT INSERTED.run_id SELECT {r}, {}, {} WHERE NOT EXISTS \
+             (SELECT 1 FROM cancel_requests WITH (UPDLOCK, HOLDLOCK) WHERE run_id = {r})",
+            p.add(request.by.clone()),
+            p.at(Some(request.at.as_millisecond()))
+        );
+        Ok(!self
+            .c
+            .rows("recording a cancel request", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT run_id, requested_by, requested_at FROM cancel_requests WHERE run_id = {}",
+            p.add(run.0)
+        );
+        Ok(self.cancels(&sql, &p).await?.pop())
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let mut p = self.c.params();
+        // `FROM a, b WHERE`: the emulator returns no rows for `JOIN … ON`.
+        let sql = format!(
+            "SELECT c.run_id, c.requested_by, c.requested_at FROM cancel_requests c, runs r \
+             WHERE r.id = c.run_id AND r.state = 'running' AND r.node_id = {} ORDER BY c.run_id",
+            p.add(node.0.clone())
+        );
+        self.cancels(&sql, &p).await
+    }
+
     async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {
         let what = "appending log lines";
         // One transaction: the lines go in together or not at all, in order.
@@ -1100,6 +1170,13 @@ impl Conn for MssqlConn<'_> {
             .exec(
                 "purging old log lines",
                 &format!("DELETE FROM run_logs WHERE run_id IN ({old})"),
+                &p,
+            )
+            .await?;
+        self.c
+            .exec(
+                what,
+                &format!("DELETE FROM cancel_requests WHERE run_id IN ({old})"),
                 &p,
             )
             .await?;

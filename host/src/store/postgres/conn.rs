@@ -20,7 +20,7 @@ use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
 use takt_core::store::{
-    DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreResult,
+    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreResult,
 };
 
 use super::error::{commit, pg};
@@ -123,6 +123,24 @@ fn hold_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<(JobId, Hold)> {
         reason: r.try_get(4).map_err(&bad)?,
     };
     Ok((JobId(job), row.into_hold(shown, job)?))
+}
+
+fn cancel_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<CancelRequest> {
+    let bad = read_err(shown, "a cancel request");
+    let run: i64 = r.try_get(0).map_err(&bad)?;
+    let at = ms_of(r.try_get::<_, SystemTime>(2).map_err(&bad)?);
+    Ok(CancelRequest {
+        run: RunId(run),
+        by: r.try_get(1).map_err(&bad)?,
+        at: Timestamp::from_millisecond(at).map_err(|e| {
+            corrupt(
+                shown,
+                &format!("the cancel of run {run}"),
+                "requested_at",
+                e,
+            )
+        })?,
+    })
 }
 
 fn pause_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<(PauseKind, String, Pause)> {
@@ -1199,6 +1217,55 @@ impl Conn for PgConn<'_> {
             Ok(rows
                 .iter()
                 .map(|r| pause_of(r, s))
+                .collect::<StoreResult<_>>()?)
+        })
+    }
+
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    "INSERT INTO cancel_requests (run_id, requested_by, requested_at) \
+                     VALUES ($1, $2, $3) ON CONFLICT (run_id) DO NOTHING",
+                    &[&request.run.0, &request.by, &ts(request.at)],
+                )
+                .await
+                .map_err(|e| pg(s, "recording a cancel request", e))?;
+            Ok(n > 0)
+        })
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    "SELECT run_id, requested_by, requested_at FROM cancel_requests \
+                     WHERE run_id = $1",
+                    &[&run.0],
+                )
+                .await
+                .map_err(|e| pg(s, "reading a cancel request", e))?;
+            Ok(rows.iter().map(|r| cancel_of(r, s)).next().transpose()?)
+        })
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    "SELECT c.run_id, c.requested_by, c.requested_at \
+                     FROM cancel_requests c JOIN runs r ON r.id = c.run_id \
+                     WHERE r.state = 'running' AND r.node_id = $1 ORDER BY c.run_id",
+                    &[&node.0],
+                )
+                .await
+                .map_err(|e| pg(s, "reading cancel requests", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| cancel_of(r, s))
                 .collect::<StoreResult<_>>()?)
         })
     }

@@ -34,6 +34,7 @@ pub const PG_MIGRATIONS: &[Migration] = &[
         sql!("0003_isolation_plugin_builds.sql"),
     ),
     Migration::new(4, "pauses", sql!("0004_pauses.sql")),
+    Migration::new(5, "cancel_requests", sql!("0005_cancel_requests.sql")),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

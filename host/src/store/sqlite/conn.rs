@@ -18,7 +18,9 @@ use takt_core::store::backend::{job_missing, run_missing};
 use takt_core::store::engine::{
     Checkout, Conn, FinishWrite, NextFireMove, PendingDue, Res, Session,
 };
-use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreResult};
+use takt_core::store::{
+    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreResult,
+};
 
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
@@ -68,6 +70,19 @@ impl Drop for SqliteConn<'_> {
 }
 
 // ---- conversions -------------------------------------------------------------------------
+
+fn cancel_row(r: &Row<'_>) -> rusqlite::Result<(i64, String, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn cancel_of(path: &str, (run, by, at): (i64, String, i64)) -> StoreResult<CancelRequest> {
+    Ok(CancelRequest {
+        run: RunId(run),
+        by,
+        at: Timestamp::from_millisecond(at)
+            .map_err(|e| corrupt(path, &format!("the cancel of run {run}"), "requested_at", e))?,
+    })
+}
 
 fn pause_row(r: &Row<'_>) -> rusqlite::Result<PauseRow> {
     Ok(PauseRow {
@@ -1096,6 +1111,55 @@ impl Conn for SqliteConn<'_> {
         Ok(rows
             .into_iter()
             .map(|r| r.into_pause(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    // ---- cancel requests ---------------------------------------------------------------
+
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(
+                "INSERT INTO cancel_requests (run_id, requested_by, requested_at) \
+                 VALUES (?1, ?2, ?3) ON CONFLICT (run_id) DO NOTHING",
+            )
+            .and_then(|mut stmt| stmt.execute(params![request.run.0, request.by, ms(request.at)]))
+            .map_err(|e| sql_error(self.path(), "recording a cancel request", e))?;
+        Ok(n > 0)
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        let path = self.path();
+        let row = self
+            .db
+            .conn
+            .prepare_cached(
+                "SELECT run_id, requested_by, requested_at FROM cancel_requests WHERE run_id = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([run.0], cancel_row).optional())
+            .map_err(|e| sql_error(path, "reading a cancel request", e))?;
+        Ok(row.map(|r| cancel_of(path, r)).transpose()?)
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let path = self.path();
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(
+                "SELECT c.run_id, c.requested_by, c.requested_at \
+                 FROM cancel_requests c JOIN runs r ON r.id = c.run_id \
+                 WHERE r.state = 'running' AND r.node_id = ?1 ORDER BY c.run_id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([&node.0], cancel_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "reading cancel requests", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| cancel_of(path, r))
             .collect::<StoreResult<_>>()?)
     }
 

@@ -37,6 +37,7 @@ pub const MIGRATIONS: &[Migration] = &[
         sql!("0004_isolation_plugin_builds.sql"),
     ),
     Migration::new(5, "pauses", sql!("0005_pauses.sql")),
+    Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

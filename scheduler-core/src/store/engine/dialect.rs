@@ -27,7 +27,9 @@ use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeInfo, NodeStatus, Registration};
 use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
-use crate::store::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError};
+use crate::store::{
+    CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError,
+};
 
 /// A primitive's result.
 pub type Res<T> = Result<T, Fail>;
@@ -429,6 +431,22 @@ pub trait Conn: Send {
 
     /// Every group and node pause, by kind then name.
     fn pauses_list(&mut self) -> impl Future<Output = Res<Vec<(PauseKind, String, Pause)>>> + Send;
+
+    // ---- cancel requests -------------------------------------------------------------
+
+    /// Records `request` unless the run has one already (then `false`, nothing written);
+    /// removed with the run.
+    fn cancel_insert(&mut self, request: &CancelRequest) -> impl Future<Output = Res<bool>> + Send;
+
+    /// The cancel request of run `run`, if any.
+    fn cancel_get(&mut self, run: RunId)
+    -> impl Future<Output = Res<Option<CancelRequest>>> + Send;
+
+    /// The cancel requests of runs in state running on `node`, by run id.
+    fn cancels_of_node(
+        &mut self,
+        node: &NodeId,
+    ) -> impl Future<Output = Res<Vec<CancelRequest>>> + Send;
 
     // ---- logs, retention, notifications ---------------------------------------------
 

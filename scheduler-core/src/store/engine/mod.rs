@@ -19,6 +19,7 @@
 //! The engine performs no I/O of its own and reads no clock: it awaits the dialect's
 //! futures, and the pauses between retries are the dialect's ([`Dialect::pause`]).
 
+mod cancel;
 mod claim;
 mod dialect;
 mod fail;
@@ -39,8 +40,8 @@ use super::backend::{
     recovery_event, run_changed, run_missing, stale_version, unfinishable,
 };
 use super::{
-    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreError, StoreResult,
+    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
+    PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeStatus, Registered, Registration, registration};
@@ -662,5 +663,17 @@ impl<T: DialectStore> Store for T {
 
     async fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>> {
         self.engine().pause_list().await
+    }
+
+    async fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome> {
+        self.engine().run_cancel(id, by, now).await
+    }
+
+    async fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>> {
+        self.engine().cancel_requests(node).await
+    }
+
+    async fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>> {
+        self.engine().cancel_request_of(id).await
     }
 }
