@@ -41,6 +41,23 @@ fn machine() -> Machine {
     Machine::new(config(), t0())
 }
 
+fn with_capacity(capacity: usize) -> Machine {
+    Machine::new(
+        SchedulerConfig {
+            capacity,
+            ..config()
+        },
+        t0(),
+    )
+}
+
+/// Drives a pass at t0 through renew and recover, answering each with nothing to report.
+fn renewed_and_recovered(m: &mut Machine) {
+    m.handle(Event::Wake, t0());
+    m.handle(Event::Renewed(Ok(vec![])), t0());
+    m.handle(Event::Recovered(Ok(0)), t0());
+}
+
 fn down() -> StoreError {
     StoreError::transient("connection refused")
 }
@@ -161,16 +178,8 @@ fn a_pass_renews_recovers_prepares_claims_reads_the_next_due_and_sleeps() {
 
 #[test]
 fn claims_grow_in_chunks_up_to_the_free_capacity() {
-    let mut m = Machine::new(
-        SchedulerConfig {
-            capacity: 30,
-            ..config()
-        },
-        t0(),
-    );
-    m.handle(Event::Wake, t0());
-    m.handle(Event::Renewed(Ok(vec![])), t0());
-    m.handle(Event::Recovered(Ok(0)), t0());
+    let mut m = with_capacity(30);
+    renewed_and_recovered(&mut m);
     assert_eq!(
         m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
         vec![Step::Claim {
@@ -214,16 +223,8 @@ fn claims_grow_in_chunks_up_to_the_free_capacity() {
 
 #[test]
 fn a_failed_later_chunk_keeps_what_was_claimed() {
-    let mut m = Machine::new(
-        SchedulerConfig {
-            capacity: 30,
-            ..config()
-        },
-        t0(),
-    );
-    m.handle(Event::Wake, t0());
-    m.handle(Event::Renewed(Ok(vec![])), t0());
-    m.handle(Event::Recovered(Ok(0)), t0());
+    let mut m = with_capacity(30);
+    renewed_and_recovered(&mut m);
     m.handle(Event::Prepared(Ok(Prepared::default())), t0());
     let first: Vec<_> = (1..=8).map(|i| claimed(i, i, t0())).collect();
     m.handle(Event::Claimed(Ok(first)), t0());
@@ -250,9 +251,7 @@ fn a_wake_during_a_pass_starts_the_next_pass_instead_of_sleeping() {
 #[test]
 fn preparing_that_changed_something_prepares_again_before_claiming() {
     let mut m = machine();
-    m.handle(Event::Wake, t0());
-    m.handle(Event::Renewed(Ok(vec![])), t0());
-    m.handle(Event::Recovered(Ok(0)), t0());
+    renewed_and_recovered(&mut m);
     let changed = Prepared {
         changed: true,
         cancel_running: vec![],
@@ -436,16 +435,8 @@ fn a_paused_node_renews_but_neither_prepares_nor_claims() {
 
 #[test]
 fn at_capacity_nothing_is_claimed() {
-    let mut m = Machine::new(
-        SchedulerConfig {
-            capacity: 1,
-            ..config()
-        },
-        t0(),
-    );
-    m.handle(Event::Wake, t0());
-    m.handle(Event::Renewed(Ok(vec![])), t0());
-    m.handle(Event::Recovered(Ok(0)), t0());
+    let mut m = with_capacity(1);
+    renewed_and_recovered(&mut m);
     m.handle(Event::Prepared(Ok(Prepared::default())), t0());
     m.handle(Event::Claimed(Ok(vec![claimed(1, 1, t0())])), t0());
     m.handle(Event::NextDue(Ok(Some(at(1)))), t0());
