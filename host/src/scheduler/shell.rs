@@ -164,6 +164,13 @@ impl<S: Store + Clone + 'static> Shell<S> {
                 res.drain_deadline = None;
                 (Event::DrainDeadline, None)
             }
+            else => {
+                // Nothing armed and nothing running: the machine always arms a wait when
+                // idle, so this is a defect; poll rather than hang.
+                tracing::error!("scheduling loop: waiting with nothing armed; polling");
+                tokio::time::sleep(self.ctx.config.safety_poll).await;
+                (Event::Timer, None)
+            }
         }
     }
 
