@@ -42,7 +42,7 @@
 //! with the resolve error, not retried. Otherwise the executor runs it with the job's timeout
 //! (else the handler's default); log lines and progress go to the store in batches of at most
 //! 100 lines, flushed as they arrive and at the end, before the outcome is recorded; the
-//! [`Outcome`] becomes a core [`RunEvent`], [`Run::apply`] decides the new state (and any
+//! [`Outcome`](crate::executor::Outcome) becomes a core [`RunEvent`](takt_core::run::RunEvent), [`Run::apply`](takt_core::run::Run::apply) decides the new state (and any
 //! retry) at the clock's "now", and [`Store::run_set_state_if_running`] records it.
 //!
 //! The [`Clock`] drives scheduling only (due times, retry times, leases, recorded instants);
@@ -51,15 +51,15 @@
 //!
 //! # Policies
 //!
-//! * Misfire: all three actions go through [`misfire::plan`]. Several fires kept by
+//! * Misfire: all three actions go through [`misfire::plan`](takt_core::policy::misfire::plan). Several fires kept by
 //!   `fire-all` are claimed one per pass (the claim advances a job's next fire once per call);
 //!   the loop passes again at once while anything is due. Catch-up is not overlap: a kept fire
 //!   whose time came *before* the job's run in progress started waits its turn as a queued
-//!   run ([`OverlapDecision::Wait`]), so under `skip`, `queue-one` and `cancel-running` the
+//!   run ([`OverlapDecision::Wait`](takt_core::policy::OverlapDecision::Wait)), so under `skip`, `queue-one` and `cancel-running` the
 //!   kept fires run one after another in fire-time order; under `allow` side by side.
 //! * Overlap (counts from `job_due`, so they include other nodes' runs): only a fire whose
 //!   time comes while a run of the job is in flight (running, or pending since before the
-//!   fire: [`Busy::since`]) is an overlap. `skip` records it as skipped (reason `overlap`); a
+//!   fire: [`Busy::since`](takt_core::policy::Busy::since)) is an overlap. `skip` records it as skipped (reason `overlap`); a
 //!   pending retry counts as a queued run. `allow`
 //!   starts it. `queue-one` records the fire as a queued run ([`Store::run_enqueue`]), which
 //!   the claim takes once nothing of the job is running (it keeps its own fire time); a fire
