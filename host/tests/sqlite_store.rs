@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use takt_core::Timestamp;
+use takt_core::attempt::AttemptOutcome;
 use takt_core::job::{JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, RetryPolicy};
 use takt_core::run::{NodeId, RunEvent, RunState};
@@ -73,7 +74,7 @@ fn conformance_on_a_temp_file() {
     }));
     eprintln!("sqlite (file): {report}");
     report.expect_skipped(&[]);
-    assert_eq!(report.passed.len(), 24, "every check ran");
+    assert_eq!(report.passed.len(), 27, "every check ran");
 }
 
 #[test]
@@ -266,7 +267,8 @@ fn migrations_applied_twice_are_a_noop() {
             (1, "init"),
             (2, "claim_indexes"),
             (3, "node_identity"),
-            (4, "isolation_plugin_builds")
+            (4, "isolation_plugin_builds"),
+            (5, "attempts_node_sessions")
         ]
     );
     assert_eq!(
@@ -281,7 +283,7 @@ fn migrations_applied_twice_are_a_noop() {
     let rows: i64 = conn
         .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
         .expect("count");
-    assert_eq!(rows, 4, "each recorded once");
+    assert_eq!(rows, i64::from(latest_version()), "each recorded once");
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("journal mode");
@@ -300,7 +302,9 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             .expect("0001 by hand, as a DBA would");
         conn.execute_batch(
             "INSERT INTO jobs (name, handler_type, updated_at) VALUES ('old', 'a::b', 0); \
-             INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 0, 'pending', 0);",
+             INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 0, 'pending', 0); \
+             INSERT INTO runs (job_id, fire_time, state, created_at, started_at, finished_at, \
+               node_id, attempt, error) VALUES (1, 60000, 'failed', 0, 60000, 61000, 'n', 2, 'x');",
         )
         .expect("rows of the old version");
     }
@@ -339,7 +343,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, [2, 3, 4], "{events:?}");
+    assert_eq!(started, [2, 3, 4, 5], "{events:?}");
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");
@@ -348,7 +352,25 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         ..RunFilter::default()
     }))
     .expect("runs");
-    assert_eq!(runs.len(), 1, "the old run is still there");
+    assert_eq!(runs.len(), 2, "the old runs are still there");
+    let done = runs
+        .iter()
+        .find(|r| r.state == RunState::Failed)
+        .expect("the failed run");
+    let attempts = block_on(store.run_attempts(done.id.expect("id"))).expect("attempts");
+    assert_eq!(
+        attempts
+            .iter()
+            .map(|a| (
+                a.attempt,
+                a.node_id.0.as_str(),
+                a.outcome,
+                a.error.as_deref()
+            ))
+            .collect::<Vec<_>>(),
+        [(2, "n", Some(AttemptOutcome::Failed), Some("x"))],
+        "0005 recorded an old run's latest attempt from its row"
+    );
     let conn = rusqlite::Connection::open(&path).expect("raw open");
     let index: i64 = conn
         .query_row(

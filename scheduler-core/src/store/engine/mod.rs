@@ -41,8 +41,9 @@ use super::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
     Store, StoreError, StoreResult,
 };
+use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
 use crate::job::{JobDef, JobId, JobName};
-use crate::node::{InstanceId, NodeStatus, Registered, Registration, registration};
+use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration, registration};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// The rules of a store over dialect `D`. Cheap to clone when `D` is (clones share the
@@ -345,12 +346,21 @@ impl<D: Dialect> Engine<D> {
                     .await?
                     .ok_or_else(|| job_missing(run.job_id))?;
                 let attempt = run.attempt;
+                let outcome = AttemptOutcome::of_recovery(&event);
                 run.apply(event, now, &job.retry)
                     .map_err(StoreError::from)?;
                 let stored = tx
                     .run_update_if(&run, (RunState::Running, attempt), 0)
                     .await?
                     .ok_or_else(|| run_changed(id, "recovering it"))?;
+                if let Some(outcome) = outcome {
+                    let end = AttemptEnd {
+                        at: now,
+                        outcome,
+                        error: stored.error.clone(),
+                    };
+                    tx.attempt_end(id, attempt, &end).await?;
+                }
                 out.push(stored);
             }
             if !out.is_empty() {
@@ -611,6 +621,36 @@ impl<T: DialectStore> Store for T {
 
     async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
         read!(self.engine(), "listing nodes", |c| c.node_list())
+    }
+
+    async fn node_sessions(&self, from: Timestamp, to: Timestamp) -> StoreResult<Vec<NodeSession>> {
+        read!(self.engine(), "listing node lives", |c| c
+            .node_sessions(from, to))
+    }
+
+    async fn runs_between(
+        &self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> StoreResult<Vec<Run>> {
+        read!(self.engine(), "listing runs by fire time", |c| c
+            .runs_between(job, from, to))
+    }
+
+    async fn run_attempts(&self, run: RunId) -> StoreResult<Vec<Attempt>> {
+        read!(self.engine(), "reading a run's attempts", |c| c
+            .attempts_of_run(run))
+    }
+
+    async fn attempts_between(
+        &self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> StoreResult<Vec<Attempt>> {
+        read!(self.engine(), "listing attempts by fire time", |c| c
+            .attempts_between(job, from, to))
     }
 
     async fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()> {
