@@ -82,8 +82,11 @@ impl Dir {
 }
 
 impl Drop for Dir {
+    /// Removed, unless `TAKT_TEST_KEEP` is set (to look at the databases afterwards).
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if std::env::var_os("TAKT_TEST_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 

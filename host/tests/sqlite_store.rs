@@ -867,6 +867,55 @@ fn the_due_job_query_is_served_in_order_by_an_index() {
     assert!(!plan.contains("TEMP B-TREE"), "no sort: {plan}");
 }
 
+/// The history queries (`takt runs --job`, `why`, `audit`) read along their keys: one job's
+/// runs by (job_id, fire_time), a run's attempts by (run_id, attempt), node lives by start —
+/// never a scan of every run.
+#[test]
+fn history_queries_are_served_by_their_keys() {
+    let dir = TempDir::new("history-plan");
+    let path = dir.file("takt.db");
+    drop(open(&path));
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let plan = |sql: &str| -> String {
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("plan");
+        let n = stmt.parameter_count();
+        let rows: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(std::iter::repeat_n(1, n)), |r| {
+                r.get::<_, String>(3)
+            })
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("plan rows");
+        rows.join("\n")
+    };
+    for sql in [
+        "SELECT id FROM runs WHERE job_id = ?1 AND (?2 IS NULL OR state = ?2) \
+         ORDER BY fire_time DESC, id DESC LIMIT ?3",
+        "SELECT id FROM runs WHERE job_id = ?1 AND fire_time >= ?2 AND fire_time < ?3 \
+         ORDER BY fire_time, id",
+        "SELECT a.run_id FROM runs r JOIN run_attempts a ON a.run_id = r.id \
+         WHERE r.job_id = ?1 AND r.fire_time >= ?2 AND r.fire_time < ?3 \
+         ORDER BY r.fire_time, r.id, a.attempt",
+    ] {
+        let p = plan(sql);
+        assert!(p.contains("(job_id=?"), "along (job_id, fire_time): {p}");
+        assert!(!p.contains("SCAN"), "no scan: {p}");
+        assert!(!p.contains("TEMP B-TREE"), "no sort: {p}");
+    }
+    let p = plan(
+        "SELECT a.run_id FROM run_attempts a JOIN runs r ON r.id = a.run_id \
+         WHERE a.run_id = ?1 ORDER BY a.attempt",
+    );
+    assert!(p.contains("PRIMARY KEY (run_id=?)"), "attempts by run: {p}");
+    let p = plan(
+        "SELECT instance FROM node_sessions WHERE started_at < ?2 \
+         AND COALESCE(stopped_at, heartbeat_at) >= ?1 ORDER BY started_at, instance",
+    );
+    assert!(p.contains("node_sessions_started"), "lives by start: {p}");
+}
+
 /// Finishes queued from many threads at once go through the store's finishing thread in
 /// shared transactions; each is still its own compare-and-set with its own answer: every
 /// run ends once, a second finish of the same attempt and a finish of the wrong attempt are

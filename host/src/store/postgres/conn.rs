@@ -514,26 +514,34 @@ async fn run_at(
 }
 
 async fn runs(c: &impl GenericClient, shown: &str, filter: &RunFilter) -> Res<Vec<Run>> {
-    let stmt = c
-        .prepare_cached(&format!(
-            "SELECT {RUN_COLUMNS} FROM runs \
-             WHERE ($1::bigint IS NULL OR job_id = $1) AND ($2::text IS NULL OR state = $2) \
-             ORDER BY fire_time DESC, id DESC LIMIT $3"
-        ))
-        .await
-        .map_err(|e| pg(shown, "listing runs", e))?;
+    // One job's runs along the (job_id, fire_time) key: a separate statement, because a
+    // prepared `$1 IS NULL OR job_id = $1` gets a generic plan that walks every run.
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-    let rows = c
-        .query(
-            &stmt,
-            &[
-                &filter.job.map(|j| j.0),
-                &filter.state.map(|s| s.name()),
-                &limit,
-            ],
-        )
-        .await
-        .map_err(|e| pg(shown, "listing runs", e))?;
+    let state = filter.state.map(|s| s.name());
+    let rows = match filter.job {
+        Some(job) => {
+            let stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = $1 \
+                     AND ($2::text IS NULL OR state = $2) \
+                     ORDER BY fire_time DESC, id DESC LIMIT $3"
+                ))
+                .await
+                .map_err(|e| pg(shown, "listing runs", e))?;
+            c.query(&stmt, &[&job.0, &state, &limit]).await
+        }
+        None => {
+            let stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::text IS NULL OR state = $1) \
+                     ORDER BY fire_time DESC, id DESC LIMIT $2"
+                ))
+                .await
+                .map_err(|e| pg(shown, "listing runs", e))?;
+            c.query(&stmt, &[&state, &limit]).await
+        }
+    }
+    .map_err(|e| pg(shown, "listing runs", e))?;
     Ok(rows
         .iter()
         .map(|r| run_of(r, shown))

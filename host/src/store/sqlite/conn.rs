@@ -1315,28 +1315,37 @@ impl SqliteConn<'_> {
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
         let path = &*self.db.path;
-        let mut stmt = self
-            .db
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs \
-                 WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR state = ?2) \
-                 ORDER BY fire_time DESC, id DESC LIMIT ?3"
-            ))
-            .map_err(|e| sql_error(path, "listing runs", e))?;
+        let failed = |e| sql_error(path, "listing runs", e);
         let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-        let rows = stmt
-            .query_map(
-                params![
-                    filter.job.map(|j| j.0),
-                    filter.state.map(|s| s.name()),
-                    limit
-                ],
-                RunRow::read,
-            )
-            .map_err(|e| sql_error(path, "listing runs", e))?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| sql_error(path, "listing runs", e))?;
+        let state = filter.state.map(|s| s.name());
+        // One job's runs along the (job_id, fire_time) key, newest first: a page of one job
+        // reads that page, however many runs other jobs have. (`?1 IS NULL OR job_id = ?1`
+        // would make SQLite walk every run by fire time instead.)
+        let rows = match filter.job {
+            Some(job) => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 \
+                     AND (?2 IS NULL OR state = ?2) ORDER BY fire_time DESC, id DESC LIMIT ?3"
+                ))
+                .map_err(failed)?
+                .query_map(params![job.0, state, limit], RunRow::read)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+            None => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR state = ?1) \
+                     ORDER BY fire_time DESC, id DESC LIMIT ?2"
+                ))
+                .map_err(failed)?
+                .query_map(params![state, limit], RunRow::read)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+        }
+        .map_err(failed)?;
         rows.into_iter().map(|r| r.into_run(path)).collect()
     }
 
