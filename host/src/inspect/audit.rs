@@ -311,3 +311,91 @@ async fn audit_job<S: Store>(
     a.other_runs = matched.iter().filter(|m| !**m).count();
     Ok(a)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use takt_core::run::{Run, SkipReason};
+    use takt_core::schedule::{Interval, Rule, Schedule, Zone};
+    use takt_core::store::conformance::block_on;
+    use takt_core::store::memory::MemoryStore;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().expect("instant")
+    }
+
+    fn hourly(store: &MemoryStore, name: &str, created: Timestamp, enabled: bool) -> JobDef {
+        let every = Interval::new(3600, Some(t("2026-06-01T00:00:00Z"))).expect("interval");
+        let mut job = JobDef::new(name, "x::y")
+            .expect("job")
+            .with_schedule(Schedule::new(Rule::Interval(every), Zone::utc()));
+        job.enabled = enabled;
+        job.next_fire = Some(created);
+        block_on(store.job_insert(&job, created)).expect("insert")
+    }
+
+    fn req(job: &str) -> AuditRequest {
+        AuditRequest {
+            job: Some(JobName::new(job).expect("name")),
+            from: t("2026-06-01T00:00:00Z"),
+            to: t("2026-06-01T05:00:00Z"),
+            now: t("2026-06-02T00:00:00Z"),
+        }
+    }
+
+    #[test]
+    fn a_misfire_record_for_a_range_covers_it() {
+        let store = MemoryStore::new();
+        let job = hourly(&store, "h", t("2026-06-01T00:00:00Z"), true);
+        let id = job.id.expect("id");
+        let mut skip = Run::skipped(
+            id,
+            t("2026-06-01T00:00:00Z"),
+            SkipReason::Misfire,
+            Some("and further misfires up to 2026-06-01T03:00:00Z".into()),
+            t("2026-06-01T04:30:00Z"),
+        );
+        skip = block_on(store.run_insert_skipped(&skip)).expect("skip");
+        assert_eq!(covered_until(&skip), t("2026-06-01T03:00:00Z"));
+        let r = block_on(audit(&store, &req("h"))).expect("audit");
+        let a = &r.jobs[0];
+        assert_eq!((a.expected, a.ran, a.skipped), (5, 0, 4), "{a:?}");
+        assert_eq!(a.gaps.len(), 1, "04:00 has no record: {a:?}");
+        assert_eq!(a.gaps[0].fire_time, "2026-06-01T04:00:00Z");
+        assert_eq!(
+            a.gaps[0].evidence, None,
+            "no node life recorded: nothing said"
+        );
+        assert!(!r.clean());
+    }
+
+    #[test]
+    fn nothing_is_expected_before_creation_or_after_a_disable() {
+        let store = MemoryStore::new();
+        hourly(&store, "late", t("2026-06-01T02:30:00Z"), true);
+        let r = block_on(audit(&store, &req("late"))).expect("audit");
+        let a = &r.jobs[0];
+        assert_eq!(a.expected, 2, "03:00 and 04:00 only: {a:?}");
+        assert_eq!(a.checked_from.as_deref(), Some("2026-06-01T02:30:00Z"));
+        assert!(a.notes[0].contains("the job was created then"), "{a:?}");
+
+        hourly(&store, "off", t("2026-06-01T00:00:00Z"), false);
+        let r = block_on(audit(&store, &req("off"))).expect("audit");
+        let a = &r.jobs[0];
+        assert_eq!((a.expected, a.gaps.len()), (0, 0), "{a:?}");
+        assert!(
+            a.notes.iter().any(|n| n.starts_with("disabled since")),
+            "{a:?}"
+        );
+        assert!(r.clean());
+    }
+
+    #[test]
+    fn a_range_that_does_not_start_first_is_refused() {
+        let store = MemoryStore::new();
+        let mut q = req("x");
+        q.to = q.from;
+        let e = block_on(audit(&store, &q)).unwrap_err();
+        assert!(e.to_string().contains("is not before --to"), "{e}");
+    }
+}

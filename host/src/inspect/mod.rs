@@ -205,3 +205,95 @@ pub fn duplicate_execution(attempts: &[Attempt], now: Timestamp) -> Option<Strin
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use takt_core::attempt::AttemptOutcome;
+    use takt_core::job::JobId;
+    use takt_core::run::{NodeId, RunId};
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_780_272_000 + s).expect("instant")
+    }
+
+    fn attempt(n: u32, start: i64, end: i64, outcome: AttemptOutcome) -> Attempt {
+        let mut a = Attempt::begun(
+            RunId(1),
+            JobId(1),
+            t(0),
+            n,
+            NodeId("a".into()),
+            None,
+            t(start),
+        );
+        a.end(&takt_core::attempt::AttemptEnd {
+            at: t(end),
+            outcome,
+            error: None,
+        });
+        a
+    }
+
+    #[test]
+    fn retries_are_not_duplicates_but_two_successes_and_overlaps_are() {
+        let retried = [
+            attempt(1, 0, 5, AttemptOutcome::Failed),
+            attempt(2, 15, 20, AttemptOutcome::Succeeded),
+        ];
+        assert_eq!(duplicate_execution(&retried, t(100)), None);
+        let twice = [
+            attempt(1, 0, 5, AttemptOutcome::Succeeded),
+            attempt(2, 15, 20, AttemptOutcome::Succeeded),
+        ];
+        assert!(
+            duplicate_execution(&twice, t(100))
+                .is_some_and(|w| w.contains("attempts 1, 2 each succeeded")),
+        );
+        let overlapping = [
+            attempt(1, 0, 70, AttemptOutcome::LeaseExpired),
+            attempt(2, 60, 80, AttemptOutcome::Succeeded),
+        ];
+        assert!(
+            duplicate_execution(&overlapping, t(100))
+                .is_some_and(|w| w.contains("were executing at the same time")),
+        );
+    }
+
+    #[test]
+    fn downtime_is_the_stretch_between_lives() {
+        let life = |start: i64, beat: i64, stop: Option<i64>| NodeSession {
+            node_id: NodeId("n".into()),
+            instance: takt_core::node::InstanceId(format!("l{start}")),
+            host_name: "h".into(),
+            started_at: t(start),
+            heartbeat_at: t(beat),
+            stopped_at: stop.map(t),
+        };
+        // A clean stop at 100, a crash after the heartbeat at 400 (up to 460), a start at 1000.
+        let lives = [
+            life(0, 90, Some(100)),
+            life(300, 400, None),
+            life(1000, 1000, None),
+        ];
+        assert_eq!(downtime_at(&lives, t(50)), None, "up");
+        assert_eq!(
+            downtime_at(&lives, t(450)),
+            None,
+            "within the heartbeat slack"
+        );
+        let d = downtime_at(&lives, t(200)).expect("down");
+        assert_eq!((d.from, d.to), (Some(utc(t(100))), Some(utc(t(300)))));
+        let d = downtime_at(&lives, t(500)).expect("down");
+        assert_eq!(
+            d.from,
+            Some(utc(t(460))),
+            "the crash: last heartbeat plus the slack"
+        );
+        assert_eq!(
+            downtime_at(&[], t(500)),
+            None,
+            "no lives recorded: nothing said"
+        );
+    }
+}

@@ -1776,7 +1776,9 @@ async fn attempt_rows<S: Store>(
 /// Every attempt is a row: the claim begins it (node, life, start), the finish ends it with
 /// its outcome and error (a retried attempt is failed), recovery ends it with the recovery's
 /// reason (lease expired, node restarted), a retry is attempt 2 on whichever node claims it, a
-/// refused finish leaves the rows alone, and deleting the job removes them.
+/// refused stale finish leaves the rows alone — except that the late finish of a recovered
+/// attempt records its real end, making a second execution visible — and deleting the job
+/// removes them.
 pub async fn attempts_are_begun_by_claims_and_ended_by_finishes_and_recovery<S: Store>(store: S) {
     let mut flaky = manual("flaky");
     flaky.retry = seed_retries(2);
@@ -1866,6 +1868,43 @@ pub async fn attempts_are_begun_by_claims_and_ended_by_finishes_and_recovery<S: 
             ),
         ],
         "three attempts: failed, lost lease (ended by the recovery), succeeded"
+    );
+    // Node-b never knew: it finishes attempt 2 at 210 s, after attempt 3 ran. Refused — and
+    // the attempt's real end is recorded, so the fire shows as executed twice at once.
+    let mut late = second.clone();
+    late.apply(
+        RunEvent::Succeeded { result_json: None },
+        at(210),
+        &seed_retries(2),
+    )
+    .expect("legal event");
+    let refused = store
+        .run_set_state_if_running(id, 2, &RunFinish::from_run(&late, at(210)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), StoreErrorKind::Conflict, "{refused}");
+    let rows = store.run_attempts(id).await.expect("run_attempts");
+    assert_eq!(
+        (rows[1].outcome, rows[1].finished_at),
+        (Some(AttemptOutcome::LeaseExpired), Some(at(210))),
+        "the recovered attempt's real end"
+    );
+    assert!(
+        rows[1]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("finished it at") && e.contains("succeeded")),
+        "{:?}",
+        rows[1].error
+    );
+    assert!(
+        rows[1].overlaps(&rows[2], at(1000)),
+        "two executions at once"
+    );
+    assert_eq!(
+        rows[2].finished_at,
+        Some(at(201)),
+        "the run's own attempt is untouched"
     );
     let listed = store
         .attempts_between(None, t0(), at(1))

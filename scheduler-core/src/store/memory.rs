@@ -821,6 +821,33 @@ impl Conn for MemoryConn<'_> {
         Ok(self.inner.end_attempt(run, attempt, end))
     }
 
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        use crate::attempt::AttemptOutcome::{LeaseExpired, NodeRestarted};
+        let inner = &mut *self.inner;
+        let hit = inner.attempts.get(&run).is_some_and(|l| {
+            l.iter().any(|a| {
+                a.attempt == attempt
+                    && matches!(a.outcome, Some(LeaseExpired | NodeRestarted))
+                    && a.finished_at.is_some_and(|f| f < at)
+            })
+        });
+        if hit {
+            inner.change_attempts(run, |l| {
+                for a in l.iter_mut().filter(|a| a.attempt == attempt) {
+                    a.finished_at = Some(at);
+                    a.error = Some(error.to_string());
+                }
+            });
+        }
+        Ok(hit)
+    }
+
     async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {
         Ok(self.inner.attempts.get(&run).cloned().unwrap_or_default())
     }

@@ -770,6 +770,30 @@ impl Conn for MssqlConn<'_> {
         self.end_attempt(run, attempt, end).await
     }
 
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        let mut p = self.c.params();
+        let end = p.at(Some(at.as_millisecond()));
+        let sql = format!(
+            "UPDATE run_attempts SET finished_at = {end}, error = {} OUTPUT INSERTED.run_id \
+             WHERE run_id = {} AND attempt = {} \
+             AND outcome IN (N'lease_expired', N'node_restarted') AND finished_at < {end}",
+            p.add(error.to_string()),
+            p.add(run.0),
+            p.add(i64::from(attempt)),
+        );
+        Ok(!self
+            .c
+            .rows("recording an attempt's late end", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
     async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {
         let mut p = self.c.params();
         // `FROM a, b WHERE`: the emulator returns no rows for `JOIN … ON`.

@@ -871,6 +871,31 @@ async fn end_attempt(
     Ok(n > 0)
 }
 
+async fn outlived(
+    c: &impl GenericClient,
+    shown: &str,
+    run: RunId,
+    attempt: u32,
+    at: Timestamp,
+    error: &str,
+) -> Res<bool> {
+    let n = c
+        .execute(
+            "UPDATE run_attempts SET finished_at = $1, error = $2 \
+             WHERE run_id = $3 AND attempt = $4 \
+             AND outcome IN ('lease_expired', 'node_restarted') AND finished_at < $1",
+            &[
+                &ts(at),
+                &error,
+                &run.0,
+                &i32::try_from(attempt).unwrap_or(i32::MAX),
+            ],
+        )
+        .await
+        .map_err(|e| pg(shown, "recording an attempt's late end", e))?;
+    Ok(n > 0)
+}
+
 fn attempt_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<Attempt> {
     let bad = read_err(shown, "an attempt row");
     let t = |i: usize| -> StoreResult<Option<i64>> {
@@ -1283,6 +1308,17 @@ impl Conn for PgConn<'_> {
     async fn attempt_end(&mut self, run: RunId, attempt: u32, end: &AttemptEnd) -> Res<bool> {
         let s = self.shown;
         on!(self, |c| end_attempt(c, s, run, attempt, end).await)
+    }
+
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| outlived(c, s, run, attempt, at, error).await)
     }
 
     async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {

@@ -938,6 +938,26 @@ impl Conn for SqliteConn<'_> {
             .map_err(|e| sql_error(self.path(), "ending an attempt", e))?)
     }
 
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(
+                "UPDATE run_attempts SET finished_at = ?1, error = ?2 \
+                 WHERE run_id = ?3 AND attempt = ?4 \
+                 AND outcome IN ('lease_expired', 'node_restarted') AND finished_at < ?1",
+            )
+            .and_then(|mut stmt| stmt.execute(params![ms(at), error, run.0, i64::from(attempt)]))
+            .map_err(|e| sql_error(self.path(), "recording an attempt's late end", e))?;
+        Ok(n > 0)
+    }
+
     async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {
         let path = self.path();
         let failed = |e| sql_error(path, "reading a run's attempts", e);

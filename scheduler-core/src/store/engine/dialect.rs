@@ -385,6 +385,18 @@ pub trait Conn: Send {
         end: &AttemptEnd,
     ) -> impl Future<Output = Res<bool>> + Send;
 
+    /// Records that attempt `attempt` of `run`, ended by recovery (outcome `lease_expired` or
+    /// `node_restarted`), was still executing until `at`: its node's finish came later and
+    /// was refused. Sets `finished_at = at` and `error` if the row has such an outcome and an
+    /// earlier end; whether it did.
+    fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
     /// The attempts of one run, by attempt number.
     fn attempts_of_run(&mut self, run: RunId) -> impl Future<Output = Res<Vec<Attempt>>> + Send;
 

@@ -279,12 +279,10 @@ impl<D: Dialect> Engine<D> {
                         }
                         Ok(run)
                     }
-                    None => {
-                        // Refused: say why, as the compare-and-set saw it.
-                        let mut s = d.session(what).await?;
-                        let run = s.conn().run_get(id).await?.ok_or_else(|| run_missing(id))?;
-                        Err(unfinishable(&run, id, expected_attempt).into())
-                    }
+                    // Refused: say why, as the compare-and-set saw it. Boxed: a rare path
+                    // that would otherwise grow every finish's future (deep stacks in
+                    // debug builds of the server stores).
+                    None => Err(Box::pin(refused(d, id, expected_attempt, finish)).await),
                 }
             }
         })
@@ -472,6 +470,54 @@ impl<D: Dialect> Engine<D> {
         })
         .await
     }
+}
+
+/// Why a finish was refused, read back; on the way, the real end of an attempt recovered
+/// while its node went on executing it goes on its row, so a retry that ran meanwhile shows
+/// as a second execution of the fire.
+async fn refused<D: Dialect>(d: &D, id: RunId, expected_attempt: u32, finish: &RunFinish) -> Fail {
+    let what = "finishing a run";
+    let read = async {
+        let mut s = d.session(what).await?;
+        let mut c = s.conn();
+        let run = c.run_get(id).await?.ok_or_else(|| run_missing(id))?;
+        if let Some(a) = c
+            .attempts_of_run(id)
+            .await?
+            .into_iter()
+            .find(|a| a.attempt == expected_attempt)
+            && matches!(
+                a.outcome,
+                Some(AttemptOutcome::LeaseExpired | AttemptOutcome::NodeRestarted)
+            )
+            && a.finished_at.is_some_and(|f| f < finish.finished_at)
+        {
+            let text = outlived_text(&a, finish);
+            c.attempt_outlived(id, expected_attempt, finish.finished_at, &text)
+                .await?;
+        }
+        Ok::<_, Fail>(run)
+    };
+    match read.await {
+        Ok(run) => unfinishable(&run, id, expected_attempt).into(),
+        Err(f) => f,
+    }
+}
+
+/// The error of an attempt whose node finished it after its recovery.
+fn outlived_text(a: &Attempt, finish: &RunFinish) -> String {
+    let outcome = AttemptOutcome::of_state(finish.state).map_or("ended", AttemptOutcome::name);
+    let mut text = format!(
+        "{}; its node went on executing it and finished it at {} ({outcome}",
+        a.error.as_deref().unwrap_or("recovered"),
+        finish.finished_at
+    );
+    if let Some(e) = &finish.error {
+        text.push_str(": ");
+        text.push_str(e);
+    }
+    text.push_str("), after the recovery");
+    text
 }
 
 /// A read on an auto-commit connection of a fresh session, retried while it fails
