@@ -479,3 +479,108 @@ fn bad_input_gets_precise_errors() {
     ]);
     assert!(err.contains("--job: no job named \"nosuch\""), "{err}");
 }
+
+/// No hand edits: node-a loses its lease mid-run (a long GC pause, a cut network), node-b
+/// recovers the run and retries it, and node-a — which never stopped — finishes its attempt
+/// late. The store refuses that finish but records the attempt's real end, so the audit sees
+/// the fire executed twice at once.
+#[test]
+fn a_zombie_attempt_beside_its_retry_is_a_duplicate() {
+    let d = Dir::new("zombie");
+    {
+        let s = store(&d.db());
+        let mut job = JobDef::new("report", "x::y").expect("job");
+        job.retry = takt_core::policy::RetryPolicy::new(
+            1,
+            takt_core::policy::Backoff::Fixed(vec![Duration::from_secs(10)]),
+        );
+        let every = Interval::new(3600, Some(t("2026-06-01T00:00:00Z"))).expect("interval");
+        let job = job.with_schedule(Schedule::new(Rule::Interval(every), Zone::utc()));
+        insert(
+            &s,
+            job,
+            t("2026-06-01T00:00:00Z"),
+            t("2026-05-31T23:00:00Z"),
+        );
+        let a = register(&s, "node-a", "a-1", t("2026-05-31T23:59:00Z"));
+        let b = register(&s, "node-b", "b-1", t("2026-05-31T23:59:00Z"));
+        let claim = |node: &str, life: &InstanceId, now: &str| {
+            block_on(s.run_claim_due(&ClaimParams {
+                node: NodeId(node.into()),
+                instance: life.clone(),
+                tags: Vec::new(),
+                now: t(now),
+                limit: 10,
+                lease: Duration::from_secs(60),
+            }))
+            .expect("claim")
+        };
+        let first = claim("node-a", &a, "2026-06-01T00:00:00Z").remove(0);
+        // node-a goes silent; at 00:01:30 node-b recovers the expired lease.
+        let rec =
+            block_on(s.run_recover_expired(t("2026-06-01T00:01:30Z"), None)).expect("recover");
+        assert_eq!(rec.len(), 1);
+        let retry = claim("node-b", &b, "2026-06-01T00:01:40Z").remove(0);
+        assert_eq!(retry.run.attempt, 2);
+        let mut done = retry.run.clone();
+        done.apply(
+            RunEvent::Succeeded { result_json: None },
+            t("2026-06-01T00:02:00Z"),
+            &retry.job.retry,
+        )
+        .expect("succeed");
+        block_on(s.run_set_state_if_running(
+            retry.run.id.expect("id"),
+            2,
+            &RunFinish::from_run(&done, t("2026-06-01T00:02:00Z")),
+        ))
+        .expect("finish");
+        // node-a wakes up and reports its own success at 00:03:00: refused.
+        let mut late = first.run.clone();
+        late.apply(
+            RunEvent::Succeeded { result_json: None },
+            t("2026-06-01T00:03:00Z"),
+            &first.job.retry,
+        )
+        .expect("succeed");
+        let e = block_on(s.run_set_state_if_running(
+            first.run.id.expect("id"),
+            1,
+            &RunFinish::from_run(&late, t("2026-06-01T00:03:00Z")),
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("is not running attempt 1"), "{e}");
+    }
+    let db = d.db();
+    let db = db.to_str().expect("utf-8");
+    let (out, err) = d.fails(&[
+        "audit",
+        "--from",
+        "2026-06-01T00:00:00Z",
+        "--to",
+        "2026-06-01T00:30:00Z",
+        "--db",
+        db,
+    ]);
+    assert!(
+        out.contains(
+            "duplicate: report run 1 at 2026-06-01T00:00:00Z: attempts 1 (2026-06-01T00:00:00Z \
+             on node-a) and 2 (2026-06-01T00:01:40Z on node-b) were executing at the same time"
+        ),
+        "{out}"
+    );
+    assert!(err.contains("0 gaps and 1 duplicate"), "{err}");
+    let v: Value = serde_json::from_str(&d.ok(&["runs", "--json", "--db", db])).expect("json");
+    let attempts = &v[0]["attempts"];
+    assert_eq!(attempts[0]["outcome"], "lease_expired", "{v}");
+    assert_eq!(
+        attempts[0]["finished_at"], "2026-06-01T00:03:00Z",
+        "its real end: {v}"
+    );
+    assert!(
+        attempts[0]["error"].as_str().is_some_and(|e| e.contains(
+            "its node went on executing it and finished it at 2026-06-01T00:03:00Z (succeeded)"
+        )),
+        "{v}"
+    );
+}
