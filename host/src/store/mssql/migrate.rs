@@ -31,6 +31,11 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0003_isolation_plugin_builds.sql"),
     ),
+    Migration::new(
+        4,
+        "attempts_node_sessions",
+        sql!("0004_attempts_node_sessions.sql"),
+    ),
 ];
 
 /// The schema version this binary writes for SQL Server.

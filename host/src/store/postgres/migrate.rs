@@ -33,6 +33,11 @@ pub const PG_MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0003_isolation_plugin_builds.sql"),
     ),
+    Migration::new(
+        4,
+        "attempts_node_sessions",
+        sql!("0004_attempts_node_sessions.sql"),
+    ),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

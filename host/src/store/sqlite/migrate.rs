@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0004_isolation_plugin_builds.sql"),
     ),
+    Migration::new(
+        5,
+        "attempts_node_sessions",
+        sql!("0005_attempts_node_sessions.sql"),
+    ),
 ];
 
 /// The schema version this binary writes (the last migration's number).
