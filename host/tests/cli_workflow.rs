@@ -120,7 +120,7 @@ every = "2s"
     assert!(
         lines
             .iter()
-            .any(|(_, l)| l.message.contains("cancelled by request of tester")),
+            .any(|(_, l)| l.message.contains("cancelled by request: tester asked")),
         "{lines:?}"
     );
     // A final run cannot be cancelled again; an unknown one is named.

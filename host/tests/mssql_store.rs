@@ -139,8 +139,10 @@ impl Dbs {
 async fn empty(c: &mut Client) {
     for t in [
         "run_logs",
-        "runs",
+        "run_attempts",
         "cancel_requests",
+        "runs",
+        "node_sessions",
         "job_holds",
         "pauses",
         "nodes",

@@ -14,6 +14,7 @@ pub(crate) mod out;
 mod args;
 mod db;
 mod init;
+mod inspect;
 mod job;
 pub mod logging;
 mod nodes;
@@ -59,6 +60,10 @@ enum Command {
     /// Job groups: list them, pause or resume all of a group's jobs.
     #[command(subcommand)]
     Group(pause::GroupCmd),
+    /// Why a job will or will not fire next, or what became of its fire at --at TIME.
+    Why(inspect::WhyArgs),
+    /// Expected fires of a range against the runs and attempts: gaps and duplicates (exit 1).
+    Audit(inspect::AuditArgs),
     /// Database maintenance.
     #[command(subcommand)]
     Db(db::DbCmd),
@@ -108,6 +113,8 @@ pub fn main() -> ExitCode {
         Command::Nodes(args) => nodes::nodes(args),
         Command::Node(cmd) => pause::run_node(cmd),
         Command::Group(cmd) => pause::run_group(cmd),
+        Command::Why(args) => inspect::why_cmd(args),
+        Command::Audit(args) => inspect::audit_cmd(args),
         Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),
         Command::Cron(cmd) => schedule::run_cron(cmd),

@@ -31,8 +31,13 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0003_isolation_plugin_builds.sql"),
     ),
-    Migration::new(4, "pauses", sql!("0004_pauses.sql")),
-    Migration::new(5, "cancel_requests", sql!("0005_cancel_requests.sql")),
+    Migration::new(
+        4,
+        "attempts_node_sessions",
+        sql!("0004_attempts_node_sessions.sql"),
+    ),
+    Migration::new(5, "pauses", sql!("0005_pauses.sql")),
+    Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
 ];
 
 /// The schema version this binary writes for SQL Server.

@@ -33,8 +33,13 @@ pub const PG_MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0003_isolation_plugin_builds.sql"),
     ),
-    Migration::new(4, "pauses", sql!("0004_pauses.sql")),
-    Migration::new(5, "cancel_requests", sql!("0005_cancel_requests.sql")),
+    Migration::new(
+        4,
+        "attempts_node_sessions",
+        sql!("0004_attempts_node_sessions.sql"),
+    ),
+    Migration::new(5, "pauses", sql!("0005_pauses.sql")),
+    Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

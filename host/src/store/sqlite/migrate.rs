@@ -36,8 +36,13 @@ pub const MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0004_isolation_plugin_builds.sql"),
     ),
-    Migration::new(5, "pauses", sql!("0005_pauses.sql")),
-    Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
+    Migration::new(
+        5,
+        "attempts_node_sessions",
+        sql!("0005_attempts_node_sessions.sql"),
+    ),
+    Migration::new(6, "pauses", sql!("0006_pauses.sql")),
+    Migration::new(7, "cancel_requests", sql!("0007_cancel_requests.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -1,6 +1,6 @@
--- takt SQL Server schema, migration 0005: cancel anywhere (issue 15). By hand:
+-- takt SQL Server schema, migration 0006: cancel anywhere (issue 15). By hand:
 --
---     sqlcmd -S db,1433 -d mes -U admin -b -I -i 0005_cancel_requests.sql
+--     sqlcmd -S db,1433 -d mes -U admin -b -I -i 0006_cancel_requests.sql
 --
 -- A cancel of a running run is a request in the database that the node running it obeys (it
 -- polls the requests of its running runs about every second); the row stays as the record of
@@ -18,5 +18,5 @@ CREATE TABLE cancel_requests (
 );
 GO
 
-INSERT INTO schema_migrations (version, name) VALUES (5, N'cancel_requests');
+INSERT INTO schema_migrations (version, name) VALUES (6, N'cancel_requests');
 GO

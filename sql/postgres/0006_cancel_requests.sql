@@ -1,5 +1,5 @@
--- takt PostgreSQL schema, migration 0005: cancel anywhere (issue 15). By hand:
--- `psql -v ON_ERROR_STOP=1 -1 -f 0005_cancel_requests.sql`.
+-- takt PostgreSQL schema, migration 0006: cancel anywhere (issue 15). By hand:
+-- `psql -v ON_ERROR_STOP=1 -1 -f 0006_cancel_requests.sql`.
 --
 -- A cancel of a running run is a request in the database that the node running it obeys (a
 -- NOTIFY wakes it; it also polls the requests of its running runs about every second); the
@@ -10,4 +10,4 @@ CREATE TABLE cancel_requests (
     requested_at  timestamptz NOT NULL
 );
 
-INSERT INTO schema_migrations (version, name) VALUES (5, 'cancel_requests');
+INSERT INTO schema_migrations (version, name) VALUES (6, 'cancel_requests');

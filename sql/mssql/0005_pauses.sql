@@ -1,7 +1,7 @@
--- takt SQL Server schema, migration 0004: pause and resume of jobs, groups and nodes (issue
+-- takt SQL Server schema, migration 0005: pause and resume of jobs, groups and nodes (issue
 -- 15, seed 004's workflow). By hand:
 --
---     sqlcmd -S db,1433 -d mes -U admin -b -I -i 0004_pauses.sql
+--     sqlcmd -S db,1433 -d mes -U admin -b -I -i 0005_pauses.sql
 --
 -- A pause is distinct from disabling: the schedule stays, and what fell due while paused is
 -- recorded (skip reason `paused`) when it is resumed.
@@ -35,5 +35,5 @@ CREATE TABLE pauses (
 );
 GO
 
-INSERT INTO schema_migrations (version, name) VALUES (4, N'pauses');
+INSERT INTO schema_migrations (version, name) VALUES (5, N'pauses');
 GO

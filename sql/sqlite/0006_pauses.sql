@@ -1,4 +1,4 @@
--- takt SQLite schema, migration 0005: pause and resume of jobs, groups and nodes (issue 15,
+-- takt SQLite schema, migration 0006: pause and resume of jobs, groups and nodes (issue 15,
 -- seed 004's workflow). A pause is distinct from disabling: the schedule stays, and what fell
 -- due while paused is recorded (skip reason `paused`) when it is resumed.
 
@@ -25,4 +25,4 @@ CREATE TABLE pauses (
 );
 
 INSERT INTO schema_migrations (version, name, applied_at)
-VALUES (5, 'pauses', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+VALUES (6, 'pauses', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));

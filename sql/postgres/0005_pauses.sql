@@ -1,5 +1,5 @@
--- takt PostgreSQL schema, migration 0004: pause and resume of jobs, groups and nodes (issue
--- 15, seed 004's workflow). By hand: `psql -v ON_ERROR_STOP=1 -1 -f 0004_pauses.sql`.
+-- takt PostgreSQL schema, migration 0005: pause and resume of jobs, groups and nodes (issue
+-- 15, seed 004's workflow). By hand: `psql -v ON_ERROR_STOP=1 -1 -f 0005_pauses.sql`.
 --
 -- A pause is distinct from disabling: the schedule stays, and what fell due while paused is
 -- recorded (skip reason `paused`) when it is resumed.
@@ -26,4 +26,4 @@ CREATE TABLE pauses (
     PRIMARY KEY (kind, name)
 );
 
-INSERT INTO schema_migrations (version, name) VALUES (4, 'pauses');
+INSERT INTO schema_migrations (version, name) VALUES (5, 'pauses');
