@@ -18,6 +18,7 @@
 //! | `TAKT_SQL_CONNECTION_<NAME>` | `[sql.connections] <name>` (a password need not be in the file) |
 //! | `TAKT_HTTP_CONNECTION_<NAME>` | `[http_client.connections.<name>]`: a URL, or JSON whose keys replace the file's and whose headers are added (a token need not be in the file) |
 //! | `TAKT_LOG_FORMAT` | `log_format` (`text` or `json`) |
+//! | `TAKT_HTTP_LISTEN` | `[http] listen` (`off` disables the API) |
 //!
 //! The level of the logs is not a key: `TAKT_LOG` (or `RUST_LOG`) sets it, as for every
 //! `takt` command (see [`crate::cli`]'s `logging`).
@@ -148,6 +149,9 @@ pub struct Config {
     /// each overridable by `TAKT_HTTP_CONNECTION_<NAME>`); its `Debug` never shows a header
     /// value.
     pub http: takt_plugin_http::HttpOptions,
+    /// The HTTP API (`[http]`): where it listens, TLS, whether `/metrics` is public;
+    /// `None` when `listen = "off"` (or `TAKT_HTTP_LISTEN=off`).
+    pub api: Option<crate::http::HttpConfig>,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
 }
@@ -178,7 +182,24 @@ struct FileConfig {
     #[serde(default)]
     http_client: HttpClientSection,
     #[serde(default)]
+    http: HttpSection,
+    #[serde(default)]
     jobs: Vec<JobEntry>,
+}
+
+/// `[http]`: takt's own HTTP API (see [`crate::http`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpSection {
+    /// `host:port` (default `127.0.0.1:7450`), or `off`.
+    listen: Option<String>,
+    /// PEM certificate chain for HTTPS (with `tls_key`).
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS (with `tls_cert`).
+    tls_key: Option<PathBuf>,
+    /// Serve `/metrics` without a token.
+    #[serde(default)]
+    metrics_public: bool,
 }
 
 /// `[http_client]`: the built-in WebAPI executor (`http::request`), a client of other
@@ -581,7 +602,56 @@ impl Config {
         if let Some(days) = raw.retention_days {
             jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
         }
+        let listen = match env("TAKT_HTTP_LISTEN") {
+            Some(v) => Some(("TAKT_HTTP_LISTEN", v)),
+            None => raw.http.listen.clone().map(|v| ("http.listen", v)),
+        };
+        let api = match listen {
+            Some((_, v)) if v == "off" => None,
+            listen => {
+                let mut config = crate::http::HttpConfig {
+                    metrics_public: raw.http.metrics_public,
+                    ..crate::http::HttpConfig::default()
+                };
+                if let Some((key, v)) = listen {
+                    config.listen = v.parse().map_err(|_| {
+                        let m = format!(
+                            "\"{v}\" is not host:port; write e.g. \"127.0.0.1:{}\", \
+                             \"0.0.0.0:{}\" (needs api tokens), or \"off\"",
+                            crate::http::DEFAULT_PORT,
+                            crate::http::DEFAULT_PORT
+                        );
+                        if key == "TAKT_HTTP_LISTEN" {
+                            env_err(key, m)
+                        } else {
+                            err(key, m)
+                        }
+                    })?;
+                }
+                config.tls = match (raw.http.tls_cert.clone(), raw.http.tls_key.clone()) {
+                    (Some(cert), Some(key)) => Some(crate::http::TlsFiles {
+                        cert: from_file(cert),
+                        key: from_file(key),
+                    }),
+                    (None, None) => None,
+                    (Some(_), None) => {
+                        return Err(err(
+                            "http.tls_key",
+                            "tls_cert is set without tls_key; give both PEM files".into(),
+                        ));
+                    }
+                    (None, Some(_)) => {
+                        return Err(err(
+                            "http.tls_cert",
+                            "tls_key is set without tls_cert; give both PEM files".into(),
+                        ));
+                    }
+                };
+                Some(config)
+            }
+        };
         Ok(Config {
+            api,
             file: file.to_path_buf(),
             database,
             plugin_dir,

@@ -14,6 +14,8 @@ pub mod cli;
 pub mod config;
 pub mod embed;
 pub mod executor;
+pub mod http;
+pub mod metrics;
 pub mod plugins;
 pub mod scheduler;
 pub mod spec;

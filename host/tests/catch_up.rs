@@ -21,6 +21,7 @@ use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
 use takt_core::policy::{MisfireAction, MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::schedule::{Interval, Rule, Schedule, Zone};
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
@@ -105,6 +106,11 @@ impl Store for Switch {
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
         fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts>;
+        fn token_insert(&self, token: &NewToken) -> StoreResult<ApiToken>;
+        fn token_list(&self) -> StoreResult<Vec<ApiToken>>;
+        fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken>;
+        fn action_insert(&self, action: &OperatorAction) -> StoreResult<()>;
+        fn action_list(&self, job: Option<&str>, limit: usize) -> StoreResult<Vec<OperatorAction>>;
     }
 }
 
@@ -244,6 +250,7 @@ async fn case(misfire: (&str, MisfireAction), overlap: OverlapPolicy, away: Away
             job: Some(id),
             state: None,
             limit: 1000,
+            ..RunFilter::default()
         })
         .await
         .unwrap();

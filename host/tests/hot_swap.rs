@@ -150,6 +150,7 @@ async fn runs_of(store: &MemoryStore, jobs: &[JobId]) -> Vec<Run> {
                     job: Some(*j),
                     state: None,
                     limit: 10_000,
+                    ..RunFilter::default()
                 })
                 .await
                 .unwrap(),

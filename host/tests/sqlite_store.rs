@@ -73,7 +73,7 @@ fn conformance_on_a_temp_file() {
     }));
     eprintln!("sqlite (file): {report}");
     report.expect_skipped(&[]);
-    assert_eq!(report.passed.len(), 24, "every check ran");
+    assert_eq!(report.passed.len(), 27, "every check ran");
 }
 
 #[test]

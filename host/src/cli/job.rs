@@ -509,7 +509,7 @@ fn load(store: &AnyStore, name: &str) -> Result<JobDef> {
     block_on(store.job_get_by_name(&key))??.ok_or_else(|| anyhow!("no job named \"{name}\""))
 }
 
-fn job_json(job: &JobDef, fires: &[Timestamp]) -> Value {
+pub(crate) fn job_json(job: &JobDef, fires: &[Timestamp]) -> Value {
     let params: Value = serde_json::from_str(&job.params_json).unwrap_or(Value::Null);
     json!({
         "id": job.id.map(|i| i.0),
@@ -651,6 +651,7 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
                 job: Some(id),
                 state: None,
                 limit: 1,
+                ..RunFilter::default()
             };
             let has_runs = !block_on(store.run_list(&filter))??.is_empty();
             if has_runs && !yes {
@@ -755,7 +756,7 @@ fn add(a: AddArgs) -> Result<()> {
 
 /// The next 3 fire times, led by the stored next fire (which `--allow-past` may have put in
 /// the past).
-fn upcoming(job: &JobDef, now: Timestamp) -> Vec<Timestamp> {
+pub(crate) fn upcoming(job: &JobDef, now: Timestamp) -> Vec<Timestamp> {
     let mut fires = job
         .schedule
         .as_ref()

@@ -72,6 +72,7 @@
 
 mod clock;
 mod identity;
+pub mod observe;
 mod sink;
 
 pub use clock::{Clock, OffsetClock, Sleep, SystemClock, TestClock};
@@ -100,6 +101,7 @@ use crate::plugins::{
     PluginSet, PluginVersion, Plugins, ReloadError, ReloadReport, VersionState, build_of,
 };
 use crate::worker::WorkerStats;
+use observe::{AttemptEnd, NoObserver, Observer};
 use sink::LogForwarder;
 
 /// The shortest accepted safety poll.
@@ -299,6 +301,7 @@ impl Outage {
         now: Timestamp,
         error: Option<String>,
     ) -> Option<Duration> {
+        shared.observer.pass(error.is_some());
         match error {
             Some(error) => {
                 if self.since.is_none() {
@@ -335,6 +338,7 @@ pub struct Scheduler<S> {
     executor: Executor,
     clock: Arc<dyn Clock>,
     events: broadcast::Sender<SchedulerEvent>,
+    observer: Arc<dyn Observer>,
 }
 
 impl<S: Store + Clone + 'static> Scheduler<S> {
@@ -384,7 +388,15 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             executor,
             clock,
             events: broadcast::channel(1024).0,
+            observer: Arc::new(NoObserver),
         }
+    }
+
+    /// Tells `observer` what the loop does as it happens (attempt ends, skips, claims, store
+    /// errors): what `/metrics` counts ([`crate::metrics::Metrics`]). None by default.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Scheduler<S> {
+        self.observer = observer;
+        self
     }
 
     /// A receiver of the scheduler's events from its very first pass on (the handle's
@@ -442,6 +454,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             plugins: self.plugins,
             executor: self.executor,
             clock: self.clock,
+            observer: self.observer,
             notify: Notify::new(),
             events,
             stopping: AtomicBool::new(false),
@@ -471,6 +484,7 @@ struct Shared<S> {
     plugins: Arc<Plugins>,
     executor: Executor,
     clock: Arc<dyn Clock>,
+    observer: Arc<dyn Observer>,
     notify: Notify,
     events: broadcast::Sender<SchedulerEvent>,
     stopping: AtomicBool,
@@ -745,6 +759,22 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         self.shared.plugins.current()
     }
 
+    /// The store this scheduler records in (the HTTP API reads and writes through it, with
+    /// the same rules as the loop).
+    pub fn store(&self) -> &S {
+        &self.shared.store
+    }
+
+    /// This node's capacity (the most runs at once).
+    pub fn capacity(&self) -> usize {
+        self.shared.config.capacity
+    }
+
+    /// The executor's counters (abandoned and killed calls).
+    pub fn executor_stats(&self) -> crate::executor::ExecutorStats {
+        self.shared.executor.stats()
+    }
+
     /// The worker processes' counters, when the host has workers.
     pub fn worker_stats(&self) -> Option<WorkerStats> {
         self.shared.plugins.worker_stats()
@@ -1013,8 +1043,12 @@ async fn claim<S: Store + Clone + 'static>(
             limit: ask,
             lease: shared.config.lease,
         };
+        let begun = std::time::Instant::now();
         let claimed = match shared.store.run_claim_due(&params).await {
-            Ok(claimed) => claimed,
+            Ok(claimed) => {
+                shared.observer.claimed(begun.elapsed(), claimed.len());
+                claimed
+            }
             Err(e) if taken == 0 => return Err(e.to_string()),
             Err(e) => {
                 tracing::warn!("claiming due runs failed: {e}");
@@ -1224,7 +1258,7 @@ async fn prepare<S: Store>(
         {
             let plan = misfire::plan(schedule, nf, now, job.misfire);
             for s in &plan.skips {
-                changed |= insert_skipped(store, id, s.fire_time, s.reason, None, now).await?;
+                changed |= insert_skipped(shared, id, s.fire_time, s.reason, None, now).await?;
             }
             if let Some(o) = &plan.omitted {
                 let detail = match o.count {
@@ -1232,7 +1266,7 @@ async fn prepare<S: Store>(
                     None => format!("and further misfires up to {}", o.last),
                 };
                 changed |=
-                    insert_skipped(store, id, o.first, SkipReason::Misfire, Some(detail), now)
+                    insert_skipped(shared, id, o.first, SkipReason::Misfire, Some(detail), now)
                         .await?;
             }
             let next = plan.fires.first().map(|f| f.fire_time).or(plan.next_fire);
@@ -1259,7 +1293,7 @@ async fn prepare<S: Store>(
         match overlap::decide(overlap_policy, busy, fire) {
             OverlapDecision::Start => {}
             OverlapDecision::Skip(reason) => {
-                changed |= insert_skipped(store, id, fire, reason, None, now).await?;
+                changed |= insert_skipped(shared, id, fire, reason, None, now).await?;
                 changed |= set_next_fire(store, id, fire, next()).await?;
             }
             OverlapDecision::Queue | OverlapDecision::Wait => {
@@ -1292,6 +1326,7 @@ async fn busy_since<S: Store>(store: &S, job: JobId) -> Result<Option<Timestamp>
                 job: Some(job),
                 state: Some(state),
                 limit: 10_000,
+                ..RunFilter::default()
             })
             .await?;
         for r in runs {
@@ -1338,7 +1373,7 @@ fn lateness(now: Timestamp, fire: Timestamp) -> Duration {
 /// Records a skipped run; a fire already recorded (another node, an earlier pass) is fine.
 /// Returns whether it recorded one.
 async fn insert_skipped<S: Store>(
-    store: &S,
+    shared: &Shared<S>,
     job: JobId,
     fire: Timestamp,
     reason: SkipReason,
@@ -1346,8 +1381,11 @@ async fn insert_skipped<S: Store>(
     now: Timestamp,
 ) -> Result<bool, StoreError> {
     let run = Run::skipped(job, fire, reason, detail, now);
-    match store.run_insert_skipped(&run).await {
-        Ok(_) => Ok(true),
+    match shared.store.run_insert_skipped(&run).await {
+        Ok(_) => {
+            shared.observer.skipped(job, reason);
+            Ok(true)
+        }
         Err(e) if e.kind() == StoreErrorKind::Conflict => Ok(false),
         Err(e) => Err(e),
     }
@@ -1549,7 +1587,25 @@ async fn execute<S: Store + Clone + 'static>(
         finish.elapsed = elapsed;
     }
     finish.plugin = ran_on;
-    record_finish(shared, id, attempt, &finish).await
+    let recorded = record_finish(shared, id, attempt, &finish).await;
+    if let Some(state) = recorded {
+        // The plugin's start, as the wall clock saw it: its end less its run time.
+        let lateness = elapsed.filter(|_| attempt == 1).map(|e| {
+            let began = now
+                .checked_sub(jiff::SignedDuration::try_from(e).unwrap_or_default())
+                .unwrap_or(now);
+            lateness(began, run.fire_time)
+        });
+        shared.observer.attempt_ended(&AttemptEnd {
+            job: run.job_id,
+            job_name: job.name.as_str(),
+            attempt,
+            state,
+            elapsed,
+            lateness,
+        });
+    }
+    recorded
 }
 
 /// Records the end of an attempt. While the database is away (a transient error) the outcome

@@ -11,6 +11,7 @@ use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
 use takt_core::run::{NodeId, Progress, Run, RunId};
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
     Store, StoreResult,
@@ -343,6 +344,11 @@ impl Store for AnyStore {
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
         fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts>;
+        fn token_insert(&self, token: &NewToken) -> StoreResult<ApiToken>;
+        fn token_list(&self) -> StoreResult<Vec<ApiToken>>;
+        fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken>;
+        fn action_insert(&self, action: &OperatorAction) -> StoreResult<()>;
+        fn action_list(&self, job: Option<&str>, limit: usize) -> StoreResult<Vec<OperatorAction>>;
     }
 }
 

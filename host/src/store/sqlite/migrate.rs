@@ -36,6 +36,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0004_isolation_plugin_builds.sql"),
     ),
+    Migration::new(5, "api_access", sql!("0005_api_access.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).
