@@ -1119,6 +1119,42 @@ enabled = false
     }
 
     #[test]
+    fn the_http_api_listens_on_loopback_by_default_and_can_be_moved_or_turned_off() {
+        let c = parse("").unwrap();
+        let api = c.api.unwrap();
+        assert_eq!(api.listen.to_string(), format!("127.0.0.1:{}", crate::http::DEFAULT_PORT));
+        assert_eq!((api.tls, api.metrics_public), (None, false));
+        let c = parse(
+            "[http]\nlisten = \"0.0.0.0:8080\"\ntls_cert = \"api.crt\"\ntls_key = \"/k/api.key\"\nmetrics_public = true",
+        )
+        .unwrap();
+        let api = c.api.unwrap();
+        assert_eq!(api.listen.to_string(), "0.0.0.0:8080");
+        let tls = api.tls.unwrap();
+        assert_eq!(tls.cert, Path::new("/etc/takt/api.crt"), "relative to the file");
+        assert_eq!(tls.key, Path::new("/k/api.key"));
+        assert!(api.metrics_public);
+        assert!(parse("[http]\nlisten = \"off\"").unwrap().api.is_none());
+        let e = parse("[http]\nlisten = \"localhost\"").unwrap_err();
+        assert_eq!(e.key, "http.listen");
+        assert!(e.message.contains("not host:port"), "{e}");
+        let e = parse("[http]\ntls_cert = \"a.crt\"").unwrap_err();
+        assert_eq!(e.key, "http.tls_key");
+        let e = parse("[http]\nport = 1").unwrap_err();
+        assert!(e.message.contains("port"), "{e}");
+        let c = Config::parse("", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_HTTP_LISTEN").then(|| "off".to_string())
+        })
+        .unwrap();
+        assert!(c.api.is_none());
+        let e = Config::parse("", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_HTTP_LISTEN").then(|| "x".to_string())
+        })
+        .unwrap_err();
+        assert_eq!((e.file.as_str(), e.key.as_str()), ("environment", "TAKT_HTTP_LISTEN"));
+    }
+
+    #[test]
     fn log_format_from_the_file_or_the_environment() {
         assert_eq!(parse("").unwrap().log_format, None);
         let c = parse("log_format = \"JSON\"").unwrap();
