@@ -150,7 +150,8 @@ pub struct Config {
     /// value.
     pub http: takt_plugin_http::HttpOptions,
     /// The HTTP API (`[http]`): where it listens, TLS, whether `/metrics` is public;
-    /// `None` when `listen = "off"` (or `TAKT_HTTP_LISTEN=off`).
+    /// `None` without an `[http]` section (and no `TAKT_HTTP_LISTEN`), or with `listen =
+    /// "off"`.
     pub api: Option<crate::http::HttpConfig>,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
@@ -181,8 +182,7 @@ struct FileConfig {
     sql: SqlSection,
     #[serde(default)]
     http_client: HttpClientSection,
-    #[serde(default)]
-    http: HttpSection,
+    http: Option<HttpSection>,
     #[serde(default)]
     jobs: Vec<JobEntry>,
 }
@@ -602,15 +602,21 @@ impl Config {
         if let Some(days) = raw.retention_days {
             jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
         }
+        // The API is served when the file has an [http] section (`takt init` writes one) or
+        // TAKT_HTTP_LISTEN names an address: an older takt.toml opens no port on upgrade.
+        let raw_has_http = raw.http.is_some();
+        let section = raw.http.unwrap_or_default();
         let listen = match env("TAKT_HTTP_LISTEN") {
             Some(v) => Some(("TAKT_HTTP_LISTEN", v)),
-            None => raw.http.listen.clone().map(|v| ("http.listen", v)),
+            None => section.listen.clone().map(|v| ("http.listen", v)),
         };
+        let wanted = raw_has_http || listen.is_some();
         let api = match listen {
             Some((_, v)) if v == "off" => None,
+            _ if !wanted => None,
             listen => {
                 let mut config = crate::http::HttpConfig {
-                    metrics_public: raw.http.metrics_public,
+                    metrics_public: section.metrics_public,
                     ..crate::http::HttpConfig::default()
                 };
                 if let Some((key, v)) = listen {
@@ -628,7 +634,7 @@ impl Config {
                         }
                     })?;
                 }
-                config.tls = match (raw.http.tls_cert.clone(), raw.http.tls_key.clone()) {
+                config.tls = match (section.tls_cert.clone(), section.tls_key.clone()) {
                     (Some(cert), Some(key)) => Some(crate::http::TlsFiles {
                         cert: from_file(cert),
                         key: from_file(key),
@@ -1120,9 +1126,16 @@ enabled = false
 
     #[test]
     fn the_http_api_listens_on_loopback_by_default_and_can_be_moved_or_turned_off() {
-        let c = parse("").unwrap();
+        assert!(
+            parse("").unwrap().api.is_none(),
+            "no [http]: no port opened"
+        );
+        let c = parse("[http]").unwrap();
         let api = c.api.unwrap();
-        assert_eq!(api.listen.to_string(), format!("127.0.0.1:{}", crate::http::DEFAULT_PORT));
+        assert_eq!(
+            api.listen.to_string(),
+            format!("127.0.0.1:{}", crate::http::DEFAULT_PORT)
+        );
         assert_eq!((api.tls, api.metrics_public), (None, false));
         let c = parse(
             "[http]\nlisten = \"0.0.0.0:8080\"\ntls_cert = \"api.crt\"\ntls_key = \"/k/api.key\"\nmetrics_public = true",
@@ -1131,7 +1144,11 @@ enabled = false
         let api = c.api.unwrap();
         assert_eq!(api.listen.to_string(), "0.0.0.0:8080");
         let tls = api.tls.unwrap();
-        assert_eq!(tls.cert, Path::new("/etc/takt/api.crt"), "relative to the file");
+        assert_eq!(
+            tls.cert,
+            Path::new("/etc/takt/api.crt"),
+            "relative to the file"
+        );
         assert_eq!(tls.key, Path::new("/k/api.key"));
         assert!(api.metrics_public);
         assert!(parse("[http]\nlisten = \"off\"").unwrap().api.is_none());
@@ -1151,7 +1168,10 @@ enabled = false
             (k == "TAKT_HTTP_LISTEN").then(|| "x".to_string())
         })
         .unwrap_err();
-        assert_eq!((e.file.as_str(), e.key.as_str()), ("environment", "TAKT_HTTP_LISTEN"));
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            ("environment", "TAKT_HTTP_LISTEN")
+        );
     }
 
     #[test]

@@ -1076,3 +1076,68 @@ async fn a_network_address_is_refused_until_tokens_exist() {
     assert_eq!(api.get("/api/v1/jobs").await.0, StatusCode::OK);
     host.shutdown(Duration::from_secs(2)).await;
 }
+
+/// HTTPS with `[http] tls_cert` / `tls_key` (a certificate from a CA made here): served over
+/// TLS, trusted with the CA, refused without it; bad files are refused at start, naming them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_serves_https_with_the_configured_certificate() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let d = dir("tls");
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    std::fs::write(d.join("api.crt"), leaf.pem()).unwrap();
+    std::fs::write(d.join("api.key"), leaf_key.serialize_pem()).unwrap();
+    let store = SqliteStore::open(d.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let broken = HttpConfig {
+        tls: Some(takt_host::http::TlsFiles {
+            cert: d.join("missing.crt"),
+            key: d.join("api.key"),
+        }),
+        ..local()
+    };
+    match host_on(store.clone(), broken).await {
+        Err(HostError::Http(e @ HttpError::Tls { .. })) => {
+            assert!(e.to_string().contains("missing.crt"), "{e}")
+        }
+        Err(e) => panic!("wrong refusal: {e}"),
+        Ok(_) => panic!("started without its certificate"),
+    }
+    let config = HttpConfig {
+        tls: Some(takt_host::http::TlsFiles {
+            cert: d.join("api.crt"),
+            key: d.join("api.key"),
+        }),
+        ..local()
+    };
+    let host = host_on(store, config).await.unwrap();
+    let port = host.http_addr().unwrap().port();
+    assert!(host.http().unwrap().base_url().starts_with("https://"));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let trusting = reqwest::Client::builder()
+        .no_proxy()
+        .tls_certs_only([reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap()])
+        .build()
+        .unwrap();
+    let r = trusting
+        .get(format!("https://localhost:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let plain = client()
+        .get(format!("http://localhost:{port}/healthz"))
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || plain.unwrap().status() != StatusCode::OK,
+        "no plain http on the tls port"
+    );
+    host.shutdown(Duration::from_secs(2)).await;
+}

@@ -42,8 +42,8 @@ pub(super) struct RunArgs {
     /// line) [default: log_format of the config, else text]. The level is TAKT_LOG's.
     #[arg(long, value_name = "text|json")]
     log_format: Option<String>,
-    /// Where the HTTP API listens (host:port), or `off` [default: [http] listen of the
-    /// config, else 127.0.0.1:7450].
+    /// Serve the HTTP API on this address (host:port), or `off` [default: [http] listen of
+    /// the config; no API when the config has no [http] section].
     #[arg(long, value_name = "ADDR|off")]
     http_listen: Option<String>,
 }
