@@ -15,6 +15,7 @@ pub mod config;
 pub mod embed;
 pub mod executor;
 pub mod http;
+pub mod inspect;
 pub mod metrics;
 pub mod plugins;
 pub mod scheduler;

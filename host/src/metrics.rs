@@ -185,7 +185,7 @@ impl Metrics {
         let store_errors = Counter::default();
         registry.register(
             "takt_store_errors",
-            "scheduling passes whose store calls failed",
+            "store calls of the scheduling loop that failed",
             store_errors.clone(),
         );
         let outage = Gauge::default();
@@ -267,10 +267,11 @@ impl Observer for Metrics {
         self.claim.observe(took.as_secs_f64());
     }
 
-    fn pass(&self, store_error: bool) {
-        if store_error {
-            self.store_errors.inc();
-        }
-        self.outage.set(i64::from(store_error));
+    fn store_failed(&self) {
+        self.store_errors.inc();
+    }
+
+    fn outage(&self, down: bool) {
+        self.outage.set(i64::from(down));
     }
 }

@@ -15,6 +15,7 @@ mod api;
 mod args;
 mod db;
 mod init;
+mod inspect;
 pub(crate) mod job;
 pub mod logging;
 mod nodes;
@@ -51,6 +52,10 @@ enum Command {
     Logs(runs::LogsArgs),
     /// The host nodes on a shared (PostgreSQL) database: heartbeats, capacity, running runs.
     Nodes(nodes::NodesArgs),
+    /// Why a job will or will not fire next, or what became of its fire at --at TIME.
+    Why(inspect::WhyArgs),
+    /// Expected fires of a range against the runs and attempts: gaps and duplicates (exit 1).
+    Audit(inspect::AuditArgs),
     /// Database maintenance.
     #[command(subcommand)]
     Db(db::DbCmd),
@@ -100,6 +105,8 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::runs(args),
         Command::Logs(args) => runs::logs(args),
         Command::Nodes(args) => nodes::nodes(args),
+        Command::Why(args) => inspect::why_cmd(args),
+        Command::Audit(args) => inspect::audit_cmd(args),
         Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),
         Command::Cron(cmd) => schedule::run_cron(cmd),

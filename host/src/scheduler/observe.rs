@@ -1,7 +1,7 @@
 //! What the loop tells an observer as it happens: the facts `/metrics` is made of
 //! ([`crate::metrics::Metrics`] is the observer `takt run` and the HTTP API install).
 //!
-//! A trait called at a handful of points of the loop rather than a subscription to
+//! A trait called at a handful of points of the loop's shell rather than a subscription to
 //! [`super::SchedulerEvent`]s: a broadcast receiver that falls behind loses events, and a
 //! counter that loses events lies. Each call is a few atomic increments, made on the task
 //! that knows the fact, and never awaits.
@@ -41,8 +41,11 @@ pub trait Observer: Send + Sync {
     /// A claim call returned `claimed` runs after `took`.
     fn claimed(&self, _took: Duration, _claimed: usize) {}
 
-    /// A loop pass ended; `store_error` when a store call of it failed.
-    fn pass(&self, _store_error: bool) {}
+    /// A store call of the loop failed (renew, recover, prepare, claim, next due).
+    fn store_failed(&self) {}
+
+    /// The database stopped answering the loop (`true`), or answers again (`false`).
+    fn outage(&self, _down: bool) {}
 }
 
 /// The observer of a scheduler nobody observes.

@@ -36,7 +36,12 @@ pub const MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0004_isolation_plugin_builds.sql"),
     ),
-    Migration::new(5, "api_access", sql!("0005_api_access.sql")),
+    Migration::new(
+        5,
+        "attempts_node_sessions",
+        sql!("0005_attempts_node_sessions.sql"),
+    ),
+    Migration::new(6, "api_access", sql!("0006_api_access.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -1,4 +1,4 @@
--- takt SQLite schema, migration 0005: the HTTP API's access (issue 16: tokens with a role,
+-- takt SQLite schema, migration 0006: the HTTP API's access (issue 16: tokens with a role,
 -- operator actions recorded with the token's name) and the indexes its run listing pages on.
 --
 -- api_tokens: a token is never stored, only the SHA-256 of it (64 hex digits); `takt token
@@ -35,4 +35,4 @@ CREATE INDEX runs_state_recent ON runs (state, fire_time, id);
 CREATE INDEX runs_job_state_recent ON runs (job_id, state, fire_time);
 
 INSERT INTO schema_migrations (version, name, applied_at)
-VALUES (5, 'api_access', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+VALUES (6, 'api_access', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));

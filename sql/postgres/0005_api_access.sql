@@ -1,6 +1,6 @@
--- takt PostgreSQL schema, migration 0004: the HTTP API's access (issue 16: tokens with a
+-- takt PostgreSQL schema, migration 0005: the HTTP API's access (issue 16: tokens with a
 -- role, operator actions recorded with the token's name) and the indexes its run listing
--- pages on. By hand: `psql -v ON_ERROR_STOP=1 -1 -f 0004_api_access.sql`.
+-- pages on. By hand: `psql -v ON_ERROR_STOP=1 -1 -f 0005_api_access.sql`.
 
 -- A token is never stored, only the SHA-256 of it (64 hex digits); `takt token create` shows
 -- the token once. A revoked token keeps its row (and its name stays taken): the actions it
@@ -34,4 +34,4 @@ CREATE INDEX operator_actions_by_job ON operator_actions (job_name, id);
 CREATE INDEX runs_state_recent ON runs (state, fire_time, id);
 CREATE INDEX runs_job_state_recent ON runs (job_id, state, fire_time);
 
-INSERT INTO schema_migrations (version, name) VALUES (4, 'api_access');
+INSERT INTO schema_migrations (version, name) VALUES (5, 'api_access');

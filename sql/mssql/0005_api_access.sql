@@ -1,6 +1,6 @@
--- takt SQL Server schema, migration 0004: the HTTP API's access (issue 16: tokens with a
+-- takt SQL Server schema, migration 0005: the HTTP API's access (issue 16: tokens with a
 -- role, operator actions recorded with the token's name) and the indexes its run listing
--- pages on. By hand: `sqlcmd -b -i 0004_api_access.sql` (batches separated by GO).
+-- pages on. By hand: `sqlcmd -b -i 0005_api_access.sql` (batches separated by GO).
 
 -- A token is never stored, only the SHA-256 of it (64 hex digits); `takt token create` shows
 -- the token once. A revoked token keeps its row (and its name stays taken): the actions it
@@ -40,5 +40,5 @@ GO
 CREATE INDEX runs_job_state_recent ON runs (job_id, state, fire_time);
 GO
 
-INSERT INTO schema_migrations (version, name) VALUES (4, N'api_access');
+INSERT INTO schema_migrations (version, name) VALUES (5, N'api_access');
 GO
