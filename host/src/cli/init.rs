@@ -114,6 +114,7 @@ fn template(plugin_dir: &Path, tokens: &Path) -> String {
 #   TAKT_LOG_FORMAT             log_format (text or json)
 #   TAKT_EXE_ALLOWLIST          [exe] allowlist, separated like PATH
 #   TAKT_HTTP_LISTEN            [http] listen (or off)
+#   TAKT_TOKEN                  not a key: the api token `takt plugin reload` sends
 #   TAKT_SQL_CONNECTION_<NAME>  [sql.connections] <name> (upper case, - and . as _)
 #   TAKT_HTTP_CONNECTION_<NAME> [http_client.connections.<name>]: a URL, or JSON such as
 #                               {{"headers": {{"Authorization": "Bearer …"}}}} (added to the file's)
