@@ -198,8 +198,10 @@ pub mod probe {
     use jiff::Timestamp;
     use takt_core::job::{JobDef, JobId, JobName};
     use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
+    use takt_core::pause::{Pause, PauseTarget, Resumed};
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
+        CancelOutcome, CancelRequest,
         Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
         Store, StoreResult,
     };
@@ -454,6 +456,35 @@ pub mod probe {
                 "retention_purge",
                 self.inner.retention_purge(older_than)
             )
+        }
+        async fn pause(&self, target: &PauseTarget, pause: &Pause) -> StoreResult<Vec<JobId>> {
+            timed!(self, "pause", self.inner.pause(target, pause))
+        }
+        async fn resume(&self, target: &PauseTarget, now: Timestamp) -> StoreResult<Resumed> {
+            timed!(self, "resume", self.inner.resume(target, now))
+        }
+        async fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>> {
+            timed!(self, "job_paused", self.inner.job_paused(id))
+        }
+        async fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>> {
+            timed!(self, "node_paused", self.inner.node_paused(node))
+        }
+        async fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>> {
+            timed!(self, "pause_list", self.inner.pause_list())
+        }
+        async fn run_cancel(
+            &self,
+            id: RunId,
+            by: &str,
+            now: Timestamp,
+        ) -> StoreResult<CancelOutcome> {
+            timed!(self, "run_cancel", self.inner.run_cancel(id, by, now))
+        }
+        async fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>> {
+            timed!(self, "cancel_requests", self.inner.cancel_requests(node))
+        }
+        async fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>> {
+            timed!(self, "cancel_request_of", self.inner.cancel_request_of(id))
         }
     }
 }

@@ -36,7 +36,7 @@ use takt_core::job::{Isolation, JobDef, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::schedule::{Zone, parse_duration};
 
-use crate::spec::{CalendarSpec, ScheduleSpec};
+use crate::spec::{CalendarSpec, ScheduleSpec, parse_instant};
 use crate::store::Database;
 
 /// The `application` recorded on jobs declared in a config file.
@@ -260,6 +260,8 @@ struct JobEntry {
     overlap: Option<String>,
     priority: Option<u16>,
     group: Option<String>,
+    effective_from: Option<InstantValue>,
+    expires_at: Option<InstantValue>,
     node_tag: Option<String>,
     enabled: Option<bool>,
     description: Option<String>,
@@ -743,6 +745,24 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// An instant in takt.toml: a string (`"2026-01-01T00:00:00Z"`, a local `"2026-01-01"` read
+/// in the job's zone) or a TOML date-time (`2026-01-01T00:00:00Z`, `2026-01-01`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum InstantValue {
+    Text(String),
+    Toml(toml::value::Datetime),
+}
+
+impl InstantValue {
+    fn text(&self) -> String {
+        match self {
+            InstantValue::Text(t) => t.clone(),
+            InstantValue::Toml(d) => d.to_string(),
+        }
+    }
+}
+
 impl JobEntry {
     /// The job, or the failing field (empty for the entry as a whole) and the message.
     fn into_job(self, default_tz: &str) -> Result<JobDef, (&'static str, String)> {
@@ -818,6 +838,22 @@ impl JobEntry {
             job.priority = Priority::new(p).map_err(|e| ("priority", e.to_string()))?;
         }
         job.group = self.group;
+        let zone = match &job.schedule {
+            Some(s) => s.zone().clone(),
+            None => Zone::get(default_tz).map_err(|e| ("tz", e.to_string()))?,
+        };
+        for (key, given, slot) in [
+            (
+                "effective_from",
+                &self.effective_from,
+                &mut job.effective_from,
+            ),
+            ("expires_at", &self.expires_at, &mut job.expires_at),
+        ] {
+            if let Some(v) = given {
+                *slot = Some(parse_instant(&v.text(), &zone).map_err(|e| (key, e))?);
+            }
+        }
         job.node_tag = self.node_tag.filter(|t| !t.is_empty());
         job.enabled = self.enabled.unwrap_or(true);
         job.description = self.description;
@@ -1020,6 +1056,41 @@ enabled = false
         assert!(!c.jobs[1].enabled);
         assert!(same_definition(&c.jobs[0], &c.jobs[0]));
         assert!(!same_definition(&c.jobs[0], &c.jobs[1]));
+    }
+
+    #[test]
+    fn validity_windows_read_strings_and_toml_dates_in_the_jobs_zone() {
+        let c = parse(
+            r#"
+timezone = "Asia/Shanghai"
+[[jobs]]
+name = "sync"
+handler = "examples::hello"
+every = "1h"
+effective_from = 2026-01-01
+expires_at = "2026-12-31T16:00:00Z"
+
+[[jobs]]
+name = "odt"
+handler = "examples::hello"
+effective_from = 2026-01-01T00:00:00+08:00
+"#,
+        )
+        .unwrap();
+        let ts = |s: &str| s.parse::<takt_core::Timestamp>().unwrap();
+        assert_eq!(c.jobs[0].effective_from, Some(ts("2025-12-31T16:00:00Z")));
+        assert_eq!(c.jobs[0].expires_at, Some(ts("2026-12-31T16:00:00Z")));
+        assert_eq!(c.jobs[1].effective_from, Some(ts("2025-12-31T16:00:00Z")));
+        let e =
+            parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\nexpires_at = \"soon\"").unwrap_err();
+        assert_eq!(e.key, "jobs[0].expires_at");
+        assert!(e.message.contains("is not an instant"), "{e}");
+        let e = parse(
+            "[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\neffective_from = 2027-01-01\n\
+             expires_at = 2026-01-01",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("is not before expires_at"), "{e}");
     }
 
     #[test]

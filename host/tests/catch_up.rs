@@ -18,13 +18,14 @@ use std::time::Duration;
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
+use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::policy::{MisfireAction, MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::schedule::{Interval, Rule, Schedule, Zone};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{
-    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreError, StoreResult,
+    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
+    PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use takt_host::executor::{Executor, ExecutorConfig};
 use takt_host::plugins::PluginSet;
@@ -109,6 +110,14 @@ impl Store for Switch {
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
         fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts>;
+        fn pause(&self, target: &PauseTarget, pause: &Pause) -> StoreResult<Vec<JobId>>;
+        fn resume(&self, target: &PauseTarget, now: Timestamp) -> StoreResult<Resumed>;
+        fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>>;
+        fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>>;
+        fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>>;
+        fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
+        fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
+        fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
     }
 }
 

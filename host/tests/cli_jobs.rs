@@ -1017,3 +1017,192 @@ fn every_job_subcommand_prints_json() {
     let e = d.fails(&["job", "show", "j", "--json"]);
     assert!(e.starts_with("error: no job named \"j\""), "{e}");
 }
+
+#[test]
+fn validity_windows_bound_fires_and_expired_jobs_say_so() {
+    let d = TempDir::migrated("validity");
+    let add = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "job",
+            "add",
+            "--name",
+            name,
+            "--handler",
+            "examples::hello",
+            "--every",
+            "1h",
+        ];
+        args.extend_from_slice(extra);
+        d.json(&args)
+    };
+    // Effective in the future: the first fire is the window's first, local dates read in the
+    // schedule's zone.
+    let future = add(
+        "later",
+        &[
+            "--tz",
+            "Asia/Shanghai",
+            "--effective-from",
+            "2099-01-01",
+            "--expires-at",
+            "2099-01-02T00:00:00Z",
+        ],
+    );
+    assert_eq!(future["effective_from"], "2098-12-31T16:00:00Z");
+    assert_eq!(future["state"], "not yet effective");
+    let fires: Vec<Timestamp> = future["next_fires"]
+        .as_array()
+        .expect("fires")
+        .iter()
+        .map(ts)
+        .collect();
+    assert!(
+        fires
+            .iter()
+            .all(|f| f.to_string().as_str() >= "2098-12-31T16:00:00Z"),
+        "{fires:?}"
+    );
+    assert_eq!(ts(&future["next_fire"]), fires[0]);
+
+    // Expired: no next fire, and list and show say expired.
+    let gone = add(
+        "gone",
+        &[
+            "--effective-from",
+            "2020-01-01T00:00:00Z",
+            "--expires-at",
+            "2020-06-01T00:00:00Z",
+        ],
+    );
+    assert_eq!(gone["next_fire"], Value::Null);
+    assert_eq!(gone["expired"], true);
+    assert_eq!(gone["next_fires"], serde_json::json!([]));
+    let list = d.ok(&["job", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with("gone"))
+        .expect("listed");
+    assert!(line.contains("expired"), "{list}");
+    assert!(d.ok(&["job", "show", "gone"]).contains("expired"));
+
+    // Moving the expiry out revives it; clearing it too.
+    let revived = d.json(&[
+        "job",
+        "update",
+        "gone",
+        "--expires-at",
+        "2099-01-01T00:00:00Z",
+    ]);
+    assert_eq!(revived["state"], "enabled");
+    assert!(revived["next_fire"].is_string());
+    let cleared = d.json(&["job", "update", "gone", "--expires-at", ""]);
+    assert_eq!(cleared["expires_at"], Value::Null);
+
+    // Bad input names the flag, or both ends of the window.
+    let e = d.fails(&[
+        "job",
+        "add",
+        "--name",
+        "x",
+        "--handler",
+        "examples::hello",
+        "--manual",
+        "--expires-at",
+        "soon",
+    ]);
+    assert!(
+        e.contains("--expires-at: \"soon\" is not an instant"),
+        "{e}"
+    );
+    let e = d.fails(&[
+        "job",
+        "update",
+        "later",
+        "--expires-at",
+        "2098-01-01T00:00:00Z",
+    ]);
+    assert!(e.contains("is not before expires_at"), "{e}");
+}
+
+#[test]
+fn pause_and_resume_jobs_groups_and_nodes_with_who_and_why() {
+    let d = TempDir::migrated("pause");
+    for (name, group) in [("extract", "etl"), ("load", "etl"), ("report", "")] {
+        let mut args = vec![
+            "job",
+            "add",
+            "--name",
+            name,
+            "--handler",
+            "examples::hello",
+            "--every",
+            "1m",
+        ];
+        if !group.is_empty() {
+            args.extend_from_slice(&["--group", group]);
+        }
+        d.ok(&args);
+    }
+    let paused = d.json(&[
+        "job",
+        "pause",
+        "report",
+        "--reason",
+        "line maintenance",
+        "--by",
+        "alice",
+    ]);
+    assert_eq!(paused["state"], "paused");
+    assert_eq!(paused["pause"]["paused_by"], "alice");
+    assert_eq!(paused["pause"]["reason"], "line maintenance");
+    assert_eq!(paused["next_fire"], Value::Null, "kept aside while paused");
+    let show = d.ok(&["job", "show", "report"]);
+    assert!(show.contains("paused by alice at"), "{show}");
+    assert!(show.contains("line maintenance"), "{show}");
+    let list = d.ok(&["job", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with("report"))
+        .expect("listed");
+    assert!(line.contains("paused"), "{list}");
+
+    let e = d.fails(&["job", "pause", "report"]);
+    assert!(e.contains("already paused by alice"), "{e}");
+    let e = d.fails(&["job", "trigger", "report"]);
+    assert!(e.contains("is paused"), "{e}");
+    let resumed = d.json(&["job", "resume", "report"]);
+    assert_eq!(resumed["state"], "enabled");
+    assert!(resumed["next_fire"].is_string(), "{resumed}");
+    let e = d.fails(&["job", "resume", "report"]);
+    assert!(e.contains("is not paused"), "{e}");
+    let e = d.fails(&["job", "pause", "nope"]);
+    assert!(e.contains("no job named \"nope\""), "{e}");
+    let e = d.fails(&["job", "pause", "report", "--by", " "]);
+    assert!(e.contains("--by is empty"), "{e}");
+
+    // Groups: every member held; list shows who paused it.
+    let g = d.json(&["group", "pause", "etl", "--reason", "upstream down"]);
+    assert_eq!(g["jobs"].as_array().map(Vec::len), Some(2));
+    assert_eq!(d.json(&["job", "show", "load"])["state"], "paused");
+    assert_eq!(d.json(&["job", "show", "load"])["pause"]["group"], "etl");
+    let groups = d.ok(&["group", "list"]);
+    assert!(
+        groups.contains("extract, load") && groups.contains("upstream down"),
+        "{groups}"
+    );
+    let e = d.fails(&["job", "resume", "load"]);
+    assert!(e.contains("held by its group etl"), "{e}");
+    let e = d.fails(&["group", "pause", "nightly"]);
+    assert!(e.contains("no job is in group nightly"), "{e}");
+    let r = d.json(&["group", "resume", "etl"]);
+    assert_eq!(r["jobs"].as_array().map(Vec::len), Some(2));
+    assert_eq!(d.json(&["job", "show", "load"])["state"], "enabled");
+    let e = d.fails(&["group", "resume", "etl"]);
+    assert!(e.contains("group etl is not paused"), "{e}");
+
+    // Nodes: only registered ones.
+    let e = d.fails(&["node", "pause", "line-7"]);
+    assert!(e.contains("node line-7 has never registered"), "{e}");
+    let e = d.fails(&["node", "resume", "line-7"]);
+    assert!(e.contains("node line-7 is not paused"), "{e}");
+}

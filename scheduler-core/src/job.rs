@@ -1,8 +1,12 @@
 //! Job definitions: what runs, when, and under which policies.
 //!
 //! A [`JobDef`] holds every field of requirements.md "Jobs and runs", including those whose
-//! behaviour comes later (group, dependencies, node tag, application, owner): the model holds
-//! them now so storage and the API need no migration when the behaviour lands.
+//! behaviour comes later (group, dependencies, application, owner): the model holds them now
+//! so storage and the API need no migration when the behaviour lands.
+//!
+//! The validity window is obeyed here, through the one next-fire function
+//! ([`JobDef::first_fire_after`]): every writer of a job's next fire asks it, so no job
+//! becomes due before `effective_from` or at or after `expires_at`.
 //!
 //! Invariants of single values live in their types ([`JobName`], [`Priority`], the policies,
 //! [`Schedule`]); rules that span fields or free-text limits are checked by
@@ -16,7 +20,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
+use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy, misfire};
 use crate::schedule::Schedule;
 
 /// The longest job name, label (group, node tag, application, owner) or handler type.
@@ -261,9 +265,10 @@ pub struct JobDef {
     pub schedule: Option<Schedule>,
     /// Whether it fires at all.
     pub enabled: bool,
-    /// No fires before this instant.
+    /// No fires before this instant (seed 004 EffectivityTime).
     pub effective_from: Option<Timestamp>,
-    /// No fires at or after this instant.
+    /// No fires at or after this instant (seed 004 ExpirationTime); past it the job is
+    /// expired.
     pub expires_at: Option<Timestamp>,
     /// How long an attempt may run (`None`: no limit).
     pub timeout: Option<Duration>,
@@ -380,10 +385,114 @@ impl JobDef {
 
     /// Whether the job may fire at `at`: enabled and inside its validity window.
     pub fn may_fire_at(&self, at: Timestamp) -> bool {
-        self.enabled
-            && self.effective_from.is_none_or(|f| at >= f)
-            && self.expires_at.is_none_or(|u| at < u)
+        self.enabled && self.validity_at(at) == Validity::Inside
     }
+
+    /// Where `at` lies relative to the job's validity window (seed 004 EffectivityTime /
+    /// ExpirationTime): `effective_from` is the first instant that may fire, `expires_at` the
+    /// first that may not.
+    pub fn validity_at(&self, at: Timestamp) -> Validity {
+        if self.effective_from.is_some_and(|f| at < f) {
+            Validity::NotYet
+        } else if self.expires_at.is_some_and(|u| at >= u) {
+            Validity::Expired
+        } else {
+            Validity::Inside
+        }
+    }
+
+    /// Whether the job's validity window has ended at `now`: it fires no more, and `job
+    /// list` / `job show` say so.
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.validity_at(now) == Validity::Expired
+    }
+
+    /// **The one next-fire function**: the first firing occurrence of the job's schedule
+    /// strictly after `after` that lies inside its validity window (DST-gap skips passed
+    /// over, bounded), or `None` (no schedule, the schedule ended, or the window closed).
+    /// Every writer of a job's next fire — adding, updating, enabling, the claim's advance,
+    /// the misfire plan — goes through it (or [`JobDef::next_fires`]), so a job never becomes
+    /// due outside its window.
+    pub fn first_fire_after(&self, after: Timestamp) -> Option<Timestamp> {
+        self.next_fires(after, 1).into_iter().next()
+    }
+
+    /// Up to `n` firing occurrences after `after` inside the validity window, in order (what
+    /// `job show` lists).
+    pub fn next_fires(&self, after: Timestamp, n: usize) -> Vec<Timestamp> {
+        let Some(schedule) = &self.schedule else {
+            return Vec::new();
+        };
+        // Before the window opens, search from its start: `iter_after` is exclusive and
+        // floors to the second, so one second earlier includes the opening instant itself.
+        let from = match self.effective_from {
+            Some(f) if f > after => f
+                .checked_sub(jiff::SignedDuration::from_secs(1))
+                .unwrap_or(f),
+            _ => after,
+        };
+        schedule
+            .iter_after(from)
+            .take(MAX_SKIPS_WALKED.saturating_mul(n.max(1)))
+            .filter(|o| o.fires() && o.at > after)
+            .take_while(|o| self.expires_at.is_none_or(|u| o.at < u))
+            .filter(|o| self.effective_from.is_none_or(|f| o.at >= f))
+            .take(n)
+            .map(|o| o.at)
+            .collect()
+    }
+
+    /// The misfire plan of the job's schedule from its stored next fire `next_fire` up to
+    /// `now` ([`misfire::plan`]), kept inside the validity window: fires and skips outside it
+    /// are dropped (a fire the window excludes is not a misfire: it was never due), a range
+    /// of omitted misfires ends at the last occurrence before the expiry, and the new next
+    /// fire comes from [`JobDef::first_fire_after`]. `None` for a job without a schedule.
+    pub fn misfire_plan(
+        &self,
+        next_fire: Timestamp,
+        now: Timestamp,
+    ) -> Option<misfire::MisfirePlan> {
+        let schedule = self.schedule.as_ref()?;
+        let mut plan = misfire::plan(schedule, next_fire, now, self.misfire);
+        let inside = |t: Timestamp| self.validity_at(t) == Validity::Inside;
+        plan.fires.retain(|f| inside(f.fire_time));
+        plan.skips.retain(|s| inside(s.fire_time));
+        if let Some(o) = plan.omitted.as_mut() {
+            if !inside(o.first) {
+                plan.omitted = None;
+            } else if !inside(o.last) {
+                let end = self.expires_at.and_then(|u| schedule.prev_before(u));
+                match end {
+                    Some(e) if e.at >= o.first => {
+                        o.last = e.at;
+                        o.count = None;
+                    }
+                    _ => plan.omitted = None,
+                }
+            }
+        }
+        plan.next_fire = match plan.next_fire {
+            Some(n) if inside(n) => Some(n),
+            // Past the expiry (or, for a window moved later, before its opening).
+            _ => self.first_fire_after(now),
+        };
+        Some(plan)
+    }
+}
+
+/// The most occurrences walked past (DST-gap skips) looking for a firing one, per fire asked
+/// for: a rule whose occurrences all fall into gaps ends instead of spinning.
+pub const MAX_SKIPS_WALKED: usize = 64;
+
+/// Where an instant lies relative to a job's validity window ([`JobDef::validity_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Validity {
+    /// Before `effective_from`: the job is not effective yet.
+    NotYet,
+    /// Inside the window: the job may fire.
+    Inside,
+    /// At or after `expires_at`: the job has expired.
+    Expired,
 }
 
 fn check_len(field: &'static str, value: &str, max: usize) -> Result<(), JobError> {
@@ -530,6 +639,57 @@ mod tests {
                 .contains("dependency a is listed twice")
         );
         assert!(JobDef::new("ok", "").is_err());
+    }
+
+    #[test]
+    fn next_fires_and_misfire_plans_stay_inside_the_validity_window() {
+        use crate::schedule::Interval;
+        let every = Interval::new(60, Some(ts("2026-06-01T10:00:00Z"))).unwrap();
+        let mut j = job().with_schedule(Schedule::new(Rule::Interval(every), Zone::utc()));
+        j.effective_from = Some(ts("2026-06-01T10:02:30Z"));
+        j.expires_at = Some(ts("2026-06-01T10:05:00Z"));
+        assert_eq!(
+            j.next_fires(ts("2026-06-01T10:00:00Z"), 10),
+            [ts("2026-06-01T10:03:00Z"), ts("2026-06-01T10:04:00Z")],
+            "from the window's opening to before its end"
+        );
+        assert_eq!(
+            j.first_fire_after(ts("2026-06-01T10:04:00Z")),
+            None,
+            "10:05 is the expiry itself"
+        );
+        assert_eq!(j.validity_at(ts("2026-06-01T10:02:29Z")), Validity::NotYet);
+        assert_eq!(j.validity_at(ts("2026-06-01T10:02:30Z")), Validity::Inside);
+        assert!(j.is_expired(ts("2026-06-01T10:05:00Z")));
+        // Down from 10:03 to 10:30 with fire-all: only 10:03 and 10:04 were ever due.
+        j.misfire = "fire-all:100".parse().unwrap();
+        let plan = j
+            .misfire_plan(ts("2026-06-01T10:03:00Z"), ts("2026-06-01T10:30:00Z"))
+            .unwrap();
+        let fires: Vec<Timestamp> = plan.fires.iter().map(|f| f.fire_time).collect();
+        assert_eq!(
+            fires,
+            [ts("2026-06-01T10:03:00Z"), ts("2026-06-01T10:04:00Z")]
+        );
+        assert!(plan.skips.is_empty() && plan.omitted.is_none());
+        assert_eq!(plan.next_fire, None, "expired");
+        // An every-second job down for a day past its expiry: the omitted range ends at the
+        // last occurrence before the expiry.
+        let every = Interval::new(1, Some(ts("2026-06-01T00:00:00Z"))).unwrap();
+        let mut s = job().with_schedule(Schedule::new(Rule::Interval(every), Zone::utc()));
+        s.expires_at = Some(ts("2026-06-01T12:00:00Z"));
+        let plan = s
+            .misfire_plan(ts("2026-06-01T00:00:00Z"), ts("2026-06-02T00:00:00Z"))
+            .unwrap();
+        assert!(plan.fires.is_empty(), "skip policy");
+        assert!(
+            plan.skips
+                .iter()
+                .all(|k| k.fire_time < ts("2026-06-01T12:00:00Z"))
+        );
+        let o = plan.omitted.expect("a long range");
+        assert_eq!(o.last, ts("2026-06-01T11:59:59Z"));
+        assert_eq!(plan.next_fire, None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod attempt;
 pub mod civil;
 pub mod job;
 pub mod node;
+pub mod pause;
 pub mod policy;
 pub mod run;
 pub mod schedule;

@@ -1,4 +1,4 @@
-//! `takt job add|list|show|update|enable|disable|trigger|remove`: job definitions in the
+//! `takt job add|list|show|update|enable|disable|trigger|pause|resume|remove`: job definitions in the
 //! store. Every subcommand takes `--json` and then prints one JSON document: the job (as
 //! `job show --json` does) after the change, or the list.
 
@@ -8,21 +8,19 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use takt_core::Timestamp;
-use takt_core::job::{Isolation, JobDef, JobName, Priority};
+use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority, Validity};
+use takt_core::pause::{Pause, PauseTarget};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy};
-use takt_core::schedule::{Rule, Schedule, format_duration};
+use takt_core::schedule::{Rule, Schedule, Zone, format_duration};
 use takt_core::store::{RunFilter, Store};
 
 use super::args;
 use super::db::{DbArg, block_on};
+use super::pause::{PauseOpts, pause_json};
 use super::table::Table;
 use crate::plugins::parse_handler_type;
-use crate::spec::{CalendarSpec, ScheduleSpec};
+use crate::spec::{CalendarSpec, ScheduleSpec, parse_instant};
 use crate::store::AnyStore;
-
-/// How many skipped occurrences (DST gaps) are walked past looking for a firing one; the
-/// scheduler's own bound.
-const MAX_SKIPS_WALKED: usize = 64;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum JobCmd {
@@ -69,6 +67,28 @@ pub(super) enum JobCmd {
     /// Make a job due now: its next fire is set to the current second, so a running
     /// `takt run` on the same database claims it on its next poll.
     Trigger {
+        /// The job's name.
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Pause a job (distinct from disable): fires that fall due are recorded skipped
+    /// (reason paused) when it is resumed, per its misfire policy.
+    Pause {
+        /// The job's name.
+        name: String,
+        #[command(flatten)]
+        opts: PauseOpts,
+        #[command(flatten)]
+        db: DbArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// End a job's pause: its misfire policy decides what of the paused time runs; the rest
+    /// is recorded skipped with reason paused.
+    Resume {
         /// The job's name.
         name: String,
         #[command(flatten)]
@@ -178,6 +198,13 @@ struct AddOpts {
     /// The job's group [default: none].
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
+    /// No fires before this instant: `2026-01-01T00:00:00Z`, or a local `2026-01-01[T06:00]`
+    /// read in the schedule's zone [default: none].
+    #[arg(long, value_name = "INSTANT")]
+    effective_from: Option<String>,
+    /// No fires at or after this instant (the job then shows as expired) [default: none].
+    #[arg(long, value_name = "INSTANT")]
+    expires_at: Option<String>,
     /// Run only on nodes serving this tag (their `tags` in takt.toml) [default: any node].
     #[arg(long, value_name = "TAG")]
     node_tag: Option<String>,
@@ -271,6 +298,12 @@ struct UpdateOpts {
     /// A new group; "" clears it.
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
+    /// A new start of the validity window (see `job add --help`); "" clears it.
+    #[arg(long, value_name = "INSTANT")]
+    effective_from: Option<String>,
+    /// A new end of the validity window; "" clears it.
+    #[arg(long, value_name = "INSTANT")]
+    expires_at: Option<String>,
     /// A new node tag; "" lets any node run the job.
     #[arg(long, value_name = "TAG")]
     node_tag: Option<String>,
@@ -302,6 +335,8 @@ struct JobOpts {
     overlap: Option<String>,
     priority: Option<String>,
     group: Option<String>,
+    effective_from: Option<String>,
+    expires_at: Option<String>,
     node_tag: Option<String>,
     description: Option<String>,
     isolation: Option<String>,
@@ -325,6 +360,8 @@ macro_rules! into_job_opts {
                     overlap: o.overlap,
                     priority: o.priority,
                     group: o.group,
+                    effective_from: o.effective_from,
+                    expires_at: o.expires_at,
                     node_tag: o.node_tag,
                     description: o.description,
                     isolation: o.isolation,
@@ -379,6 +416,27 @@ impl JobOpts {
         }
         if let Some(g) = &self.group {
             job.group = (!g.is_empty()).then(|| g.clone());
+        }
+        // Local times are read in the schedule's zone (UTC for a manual job).
+        let zone = job
+            .schedule
+            .as_ref()
+            .map_or_else(Zone::utc, |s| s.zone().clone());
+        for (flag, given, slot) in [
+            (
+                "--effective-from",
+                &self.effective_from,
+                &mut job.effective_from,
+            ),
+            ("--expires-at", &self.expires_at, &mut job.expires_at),
+        ] {
+            if let Some(text) = given {
+                *slot = if text.trim().is_empty() {
+                    None
+                } else {
+                    Some(parse_instant(text, &zone).map_err(|e| anyhow!("{flag}: {e}"))?)
+                };
+            }
         }
         if let Some(t) = &self.node_tag {
             job.node_tag = (!t.is_empty()).then(|| t.clone());
@@ -464,20 +522,34 @@ fn floor_second(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
 
-/// Up to `n` firing occurrences after `after` (DST-gap skips are passed over, as the
-/// scheduler does when it computes a job's next fire).
-fn next_fires(schedule: &Schedule, after: Timestamp, n: usize) -> Vec<Timestamp> {
-    schedule
-        .iter_after(after)
-        .take(MAX_SKIPS_WALKED.saturating_mul(n.max(1)))
-        .filter(|o| o.fires())
-        .take(n)
-        .map(|o| o.at)
-        .collect()
+/// What a job is doing at `now`, in one word or two: `disabled`, `expired` (its validity
+/// window has closed), `not yet effective`, or `enabled`.
+fn job_state(job: &JobDef, now: Timestamp, paused: bool) -> &'static str {
+    match (job.enabled, job.validity_at(now)) {
+        (false, _) => "disabled",
+        (true, Validity::Expired) => "expired",
+        (true, _) if paused => "paused",
+        (true, Validity::NotYet) => "not yet effective",
+        (true, _) => "enabled",
+    }
 }
 
-fn first_fire_after(schedule: &Schedule, after: Timestamp) -> Option<Timestamp> {
-    next_fires(schedule, after, 1).into_iter().next()
+/// The pause that holds a job (its own or its group's).
+type Paused = Option<(PauseTarget, Pause)>;
+
+fn paused_of(store: &AnyStore, job: &JobDef) -> Result<Paused> {
+    match job.id {
+        Some(id) => Ok(block_on(store.job_paused(id))??),
+        None => Ok(None),
+    }
+}
+
+/// "by alice@mes-01 at …: why" (and "with group g" for a group's pause).
+fn pause_text(p: &(PauseTarget, Pause)) -> String {
+    match &p.0 {
+        PauseTarget::Group(g) => format!("{} (with group {g})", p.1),
+        _ => p.1.to_string(),
+    }
 }
 
 /// A schedule in a few words, for the list.
@@ -509,12 +581,21 @@ fn load(store: &AnyStore, name: &str) -> Result<JobDef> {
     block_on(store.job_get_by_name(&key))??.ok_or_else(|| anyhow!("no job named \"{name}\""))
 }
 
-fn job_json(job: &JobDef, fires: &[Timestamp]) -> Value {
+fn job_json(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> Value {
     let params: Value = serde_json::from_str(&job.params_json).unwrap_or(Value::Null);
     json!({
         "id": job.id.map(|i| i.0),
         "name": job.name.as_str(),
         "enabled": job.enabled,
+        "state": job_state(job, Timestamp::now(), paused.is_some()),
+        "pause": paused.as_ref().map(|(t, p)| {
+            let mut v = pause_json(p);
+            if let PauseTarget::Group(g) = t {
+                v["group"] = json!(g);
+            }
+            v
+        }),
+        "expired": job.is_expired(Timestamp::now()),
         "handler": job.handler_type,
         "params": params,
         "schedule": job.schedule.as_ref().map(ScheduleSpec::from_schedule),
@@ -543,7 +624,7 @@ fn job_json(job: &JobDef, fires: &[Timestamp]) -> Value {
     })
 }
 
-fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
+fn job_text(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> String {
     let mut t = Table::new(["field", "value"]);
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
     t.row(["name".to_string(), job.name.to_string()]);
@@ -552,6 +633,13 @@ fn job_text(job: &JobDef, fires: &[Timestamp]) -> String {
         job.id.map_or("-".to_string(), |i| i.to_string()),
     ]);
     t.row(["enabled".to_string(), job.enabled.to_string()]);
+    t.row([
+        "state".to_string(),
+        job_state(job, Timestamp::now(), paused.is_some()).to_string(),
+    ]);
+    if let Some(p) = paused {
+        t.row(["paused".to_string(), pause_text(p)]);
+    }
     t.row(["handler".to_string(), job.handler_type.clone()]);
     t.row(["params".to_string(), job.params_json.clone()]);
     t.row([
@@ -611,15 +699,16 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
         JobCmd::Show { name, db, out } => {
             let store = db.open()?;
             let job = load(&store, &name)?;
-            let fires = job
-                .schedule
-                .as_ref()
-                .map(|s| next_fires(s, Timestamp::now(), 5))
-                .unwrap_or_default();
+            let fires = job.next_fires(Timestamp::now(), 5);
             if out.json {
-                outln!("{}", serde_json::to_string_pretty(&job_json(&job, &fires))?)?;
+                let paused = paused_of(&store, &job)?;
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&job_json(&job, &fires, &paused))?
+                )?;
             } else {
-                out!("{}", job_text(&job, &fires))?;
+                let paused = paused_of(&store, &job)?;
+                out!("{}", job_text(&job, &fires, &paused))?;
             }
             Ok(())
         }
@@ -634,13 +723,59 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
                 bail!("job \"{name}\" is disabled; enable it first (takt job enable {name})");
             }
             let now = floor_second(Timestamp::now());
+            match job.validity_at(now) {
+                Validity::Inside => {}
+                Validity::NotYet => bail!(
+                    "job \"{name}\" is not effective before {}; move its window (takt job \
+                     update {name} --effective-from ...) to run it now",
+                    opt_ts(job.effective_from)
+                ),
+                Validity::Expired => bail!(
+                    "job \"{name}\" expired at {}; extend it (takt job update {name} \
+                     --expires-at ...) to run it",
+                    opt_ts(job.expires_at)
+                ),
+            }
             block_on(store.job_set_next_fire(id, job.next_fire, Some(now)))?
                 .with_context(|| format!("cannot trigger job \"{name}\""))?;
             if out.json {
-                return print_job(&load(&store, &name)?);
+                return print_job(&store, &load(&store, &name)?);
             }
             outln!(
                 "triggered {name}: due at {now}; a running `takt run` on this database starts it"
+            )
+        }
+        JobCmd::Pause {
+            name,
+            opts,
+            db,
+            out,
+        } => {
+            let store = db.open()?;
+            let job = load(&store, &name)?;
+            let id = job.id.context("stored job without id")?;
+            let p = opts.pause(Timestamp::now())?;
+            block_on(store.pause(&PauseTarget::Job(id), &p))?
+                .with_context(|| format!("cannot pause job \"{name}\""))?;
+            if out.json {
+                return print_job(&store, &load(&store, &name)?);
+            }
+            outln!("paused {name} ({p}); takt job resume {name} ends it")
+        }
+        JobCmd::Resume { name, db, out } => {
+            let store = db.open()?;
+            let job = load(&store, &name)?;
+            let id = job.id.context("stored job without id")?;
+            let r = block_on(store.resume(&PauseTarget::Job(id), Timestamp::now()))?
+                .with_context(|| format!("cannot resume job \"{name}\""))?;
+            let job = load(&store, &name)?;
+            if out.json {
+                return print_job(&store, &job);
+            }
+            outln!(
+                "resumed {name}: {} paused fire(s) recorded skipped; next fire {}",
+                r.skipped,
+                opt_ts(job.next_fire)
             )
         }
         JobCmd::Remove { name, db, yes, out } => {
@@ -660,7 +795,7 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
             }
             block_on(store.job_delete(id))??;
             if out.json {
-                return print_job(&job);
+                return print_job(&store, &job);
             }
             outln!("removed {name}")
         }
@@ -668,26 +803,27 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
 }
 
 /// The job as `job show --json` prints it, with its next 3 fire times.
-fn print_job(job: &JobDef) -> Result<()> {
-    let fires = job
-        .schedule
-        .as_ref()
-        .map(|s| next_fires(s, Timestamp::now(), 3))
-        .unwrap_or_default();
-    outln!("{}", serde_json::to_string_pretty(&job_json(job, &fires))?)
+fn print_job(store: &AnyStore, job: &JobDef) -> Result<()> {
+    // A removed job has no pause any more.
+    let paused = paused_of(store, job).unwrap_or(None);
+    let fires = job.next_fires(Timestamp::now(), 3);
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(&job_json(job, &fires, &paused))?
+    )
 }
 
 /// The first fire of a schedule that was given or changed: the first firing occurrence after
 /// `now`, except that a one-shot `--at` must lie in the future — or be allowed into the past,
 /// where it is due at once and the loop handles it as a late fire (misfire policy).
 fn first_fire(
-    schedule: &Schedule,
+    job: &JobDef,
     now: Timestamp,
     at: Option<&str>,
     allow_past: bool,
-    misfire: MisfirePolicy,
 ) -> Result<Option<Timestamp>> {
-    if let Rule::Once(t) = schedule.rule()
+    let misfire = job.misfire;
+    if let Some(Rule::Once(t)) = job.schedule.as_ref().map(Schedule::rule)
         && *t <= now
     {
         if allow_past {
@@ -705,7 +841,7 @@ fn first_fire(
             floor_second(now)
         );
     }
-    Ok(first_fire_after(schedule, now))
+    Ok(job.first_fire_after(now))
 }
 
 /// `--allow-past` means something only for a one-shot `--at`.
@@ -735,14 +871,11 @@ fn add(a: AddArgs) -> Result<()> {
     job.enabled = !a.disabled;
     job.validate().map_err(|e| anyhow!("{e}"))?;
     let now = Timestamp::now();
-    job.next_fire = match &job.schedule {
-        Some(s) => first_fire(s, now, r.at.as_deref(), a.allow_past, job.misfire)?,
-        None => None,
-    };
+    job.next_fire = first_fire(&job, now, r.at.as_deref(), a.allow_past)?;
     let store = a.db.open()?;
     let stored = block_on(store.job_insert(&job, now))??;
     if a.out.json {
-        return print_job(&stored);
+        return print_job(&store, &stored);
     }
     let fires = upcoming(&stored, now);
     outln!(
@@ -756,11 +889,7 @@ fn add(a: AddArgs) -> Result<()> {
 /// The next 3 fire times, led by the stored next fire (which `--allow-past` may have put in
 /// the past).
 fn upcoming(job: &JobDef, now: Timestamp) -> Vec<Timestamp> {
-    let mut fires = job
-        .schedule
-        .as_ref()
-        .map(|s| next_fires(s, now, 3))
-        .unwrap_or_default();
+    let mut fires = job.next_fires(now, 3);
     if let Some(nf) = job.next_fire.filter(|nf| *nf <= now) {
         fires.insert(0, nf);
         fires.truncate(3);
@@ -832,16 +961,14 @@ fn update(u: UpdateArgs) -> Result<()> {
     opts.apply(&mut job)?;
     job.validate().map_err(|e| anyhow!("{e}"))?;
     let now = Timestamp::now();
-    if schedule_changed {
-        job.next_fire = match &job.schedule {
-            Some(s) => first_fire(s, now, r.at.as_deref(), u.allow_past, job.misfire)?,
-            None => None,
-        };
+    // A changed schedule or validity window starts from now, inside the window.
+    if schedule_changed || opts.effective_from.is_some() || opts.expires_at.is_some() {
+        job.next_fire = first_fire(&job, now, r.at.as_deref(), u.allow_past)?;
     }
     let stored = block_on(store.job_update(&job, now))?
         .with_context(|| format!("cannot update job \"{}\"", u.name))?;
     if u.out.json {
-        return print_job(&stored);
+        return print_job(&store, &stored);
     }
     let fires = upcoming(&stored, now);
     outln!("updated job {} (version {})", stored.name, stored.version)?;
@@ -854,25 +981,37 @@ fn set_enabled(db: &DbArg, name: &str, enabled: bool, json: bool) -> Result<()> 
     let id = job.id.context("stored job without id")?;
     let stored = block_on(store.job_set_enabled(id, enabled, Timestamp::now()))??;
     if json {
-        return print_job(&stored);
+        return print_job(&store, &stored);
     }
     outln!("{} {name}", if enabled { "enabled" } else { "disabled" })
+}
+
+/// The pause holding `job`, from every pause listed once.
+fn pause_in(pauses: &[(PauseTarget, Pause)], job: &JobDef) -> Paused {
+    pauses
+        .iter()
+        .find(|(t, _)| *t == PauseTarget::Job(job.id.unwrap_or(JobId(0))))
+        .or_else(|| {
+            pauses.iter().find(|(t, _)| match (t, &job.group) {
+                (PauseTarget::Group(g), Some(jg)) => g == jg,
+                _ => false,
+            })
+        })
+        .cloned()
 }
 
 fn list(db: &DbArg, json: bool) -> Result<()> {
     let store = db.open()?;
     let jobs = block_on(store.job_list())??;
+    let pauses = block_on(store.pause_list())??;
     if json {
         let now = Timestamp::now();
         let all: Vec<Value> = jobs
             .iter()
             .map(|j| {
-                let fires = j
-                    .schedule
-                    .as_ref()
-                    .map(|s| next_fires(s, now, 3))
-                    .unwrap_or_default();
-                job_json(j, &fires)
+                let fires = j.next_fires(now, 3);
+                let paused = pause_in(&pauses, j);
+                job_json(j, &fires, &paused)
             })
             .collect();
         outln!("{}", serde_json::to_string_pretty(&all)?)?;
@@ -882,9 +1021,10 @@ fn list(db: &DbArg, json: bool) -> Result<()> {
         outln!("no jobs (add one with takt job add)")?;
         return Ok(());
     }
+    let now = Timestamp::now();
     let mut t = Table::new([
         "name",
-        "enabled",
+        "state",
         "schedule",
         "next fire (UTC)",
         "handler",
@@ -893,7 +1033,7 @@ fn list(db: &DbArg, json: bool) -> Result<()> {
     for j in &jobs {
         t.row([
             j.name.to_string(),
-            if j.enabled { "yes" } else { "no" }.to_string(),
+            job_state(j, now, pause_in(&pauses, j).is_some()).to_string(),
             short_schedule(j.schedule.as_ref()),
             opt_ts(j.next_fire),
             j.handler_type.clone(),

@@ -18,6 +18,7 @@ mod inspect;
 mod job;
 pub mod logging;
 mod nodes;
+mod pause;
 mod plugin;
 mod run;
 mod runs;
@@ -41,15 +42,24 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Manage jobs in the database: add, list, show, update, enable, disable, trigger, remove.
+    /// Manage jobs in the database: add, list, show, update, enable, disable, trigger, pause,
+    /// resume, remove.
     #[command(subcommand)]
     Job(job::JobCmd),
     /// List runs, newest first.
     Runs(runs::RunsArgs),
     /// Print a run's log lines (--follow to wait for more until the run ends).
     Logs(runs::LogsArgs),
+    /// Cancel a pending or running run, on whichever node runs it.
+    Cancel(runs::CancelArgs),
     /// The host nodes on a shared (PostgreSQL) database: heartbeats, capacity, running runs.
     Nodes(nodes::NodesArgs),
+    /// Pause or resume a node's claiming.
+    #[command(subcommand)]
+    Node(pause::NodeCmd),
+    /// Job groups: list them, pause or resume all of a group's jobs.
+    #[command(subcommand)]
+    Group(pause::GroupCmd),
     /// Why a job will or will not fire next, or what became of its fire at --at TIME.
     Why(inspect::WhyArgs),
     /// Expected fires of a range against the runs and attempts: gaps and duplicates (exit 1).
@@ -99,7 +109,10 @@ pub fn main() -> ExitCode {
         Command::Job(cmd) => job::run(cmd),
         Command::Runs(args) => runs::runs(args),
         Command::Logs(args) => runs::logs(args),
+        Command::Cancel(args) => runs::cancel(args),
         Command::Nodes(args) => nodes::nodes(args),
+        Command::Node(cmd) => pause::run_node(cmd),
+        Command::Group(cmd) => pause::run_group(cmd),
         Command::Why(args) => inspect::why_cmd(args),
         Command::Audit(args) => inspect::audit_cmd(args),
         Command::Db(cmd) => db::run(cmd),

@@ -1,4 +1,5 @@
-//! `takt runs` and `takt logs RUN_ID`: run history and run logs from the SQLite store.
+//! `takt runs`, `takt logs RUN_ID` and `takt cancel RUN_ID`: run history, run logs, and
+//! cancelling a run wherever it runs.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use takt_core::job::{JobId, JobName};
 use takt_core::run::{Run, RunId, RunState};
-use takt_core::store::{LogLine, RunFilter, Store};
+use takt_core::store::{CancelOutcome, LogLine, RunFilter, Store};
 
 use super::db::{DbArg, block_on};
 use super::table::Table;
@@ -190,6 +191,11 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
     Ok(())
 }
 
+/// The name of job `id` (its id when it is gone).
+fn job_name(store: &AnyStore, id: JobId) -> Result<String> {
+    Ok(block_on(store.job_get(id))??.map_or_else(|| id.to_string(), |j| j.name.to_string()))
+}
+
 fn get_run(store: &AnyStore, id: RunId) -> Result<Run> {
     block_on(store.run_get(id))??.ok_or_else(|| anyhow!("no run with id {id}"))
 }
@@ -252,5 +258,70 @@ pub(super) fn logs(a: LogsArgs) -> Result<()> {
             return Ok(());
         }
         std::thread::sleep(FOLLOW_POLL);
+    }
+}
+
+#[derive(Debug, Args)]
+pub(super) struct CancelArgs {
+    /// The run's id (see `takt runs`).
+    #[arg(allow_hyphen_values = true)]
+    run_id: String,
+    /// Who asks [default: user@host of this command].
+    #[arg(long, value_name = "WHO")]
+    by: Option<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    db: DbArg,
+}
+
+/// `takt cancel RUN_ID`: a pending run is cancelled at once; a running one, on whichever node
+/// runs it, through a request in the database that node obeys within about a second.
+pub(super) fn cancel(a: CancelArgs) -> Result<()> {
+    let id = RunId(super::args::number("RUN_ID", &a.run_id, "a run id", 1)?);
+    let by = match &a.by {
+        Some(b) if b.trim().is_empty() => {
+            return Err(anyhow!(
+                "--by is empty; give a name, or leave it out for user@host"
+            ));
+        }
+        Some(b) => b.trim().to_string(),
+        None => super::pause::operator(),
+    };
+    let store = a.db.open()?;
+    let out = block_on(store.run_cancel(id, &by, takt_core::Timestamp::now()))?
+        .map_err(|e| anyhow!("cannot cancel run {id}: {e}"))?;
+    match out {
+        CancelOutcome::Cancelled(run) => {
+            if a.json {
+                let job = job_name(&store, run.job_id)?;
+                let mut v = run_json(&run, &job);
+                v["cancel"] = json!("cancelled");
+                return outln!("{}", serde_json::to_string_pretty(&v)?);
+            }
+            outln!("cancelled run {id} (it was pending; nothing had started)")
+        }
+        CancelOutcome::Requested { node, request } => {
+            let node = node.map_or_else(|| "its node".to_string(), |n| format!("node {n}"));
+            if a.json {
+                return outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({
+                        "id": id.0,
+                        "cancel": "requested",
+                        "node": node,
+                        "requested_by": request.by,
+                        "requested_at": request.at.to_string(),
+                    }))?
+                );
+            }
+            outln!(
+                "asked {node} to cancel run {id} (requested by {} at {}); it stops within about \
+                 a second and is recorded cancelled",
+                request.by,
+                request.at
+            )
+        }
     }
 }

@@ -90,7 +90,6 @@ use jiff::Timestamp;
 use takt_core::job::{JobDef, JobError, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo};
 use takt_core::run::{NodeId, RunId, RunState};
-use takt_core::schedule::Schedule;
 use takt_core::store::{Store, StoreError, StoreErrorKind};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -104,10 +103,6 @@ use machine::{Command, Event, Machine};
 pub const MIN_SAFETY_POLL: Duration = Duration::from_millis(50);
 /// The longest accepted safety poll.
 pub const MAX_SAFETY_POLL: Duration = Duration::from_secs(60);
-/// How many occurrences at most are walked to find a job's next *firing* occurrence (past
-/// daylight-saving skips).
-const MAX_SKIPS_WALKED: usize = 64;
-
 /// How a [`Scheduler`] behaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchedulerConfig {
@@ -386,6 +381,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             events: self.events,
         });
         let (stop, stopping) = watch::channel(None);
+        let stop_seen = stopping.clone();
         let watch = ctx
             .config
             .plugin_watch
@@ -401,7 +397,15 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             watch,
             _live: identity::LiveHere::new(ctx.config.instance.clone()),
         };
-        let task = tokio::spawn(shell.run());
+        let controls = tokio::spawn(obey_store_controls(
+            ctx.clone(),
+            inputs.clone(),
+            stop_seen.clone(),
+        ));
+        let task = tokio::spawn(async move {
+            shell.run().await;
+            controls.abort();
+        });
         Ok(SchedulerHandle {
             ctx,
             inputs,
@@ -454,7 +458,7 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     pub async fn add_job(&self, mut job: JobDef) -> Result<JobDef, SchedulerError> {
         job.validate()?;
         let now = self.ctx.clock.now();
-        job.next_fire = job.schedule.as_ref().and_then(|s| first_fire_after(s, now));
+        job.next_fire = job.first_fire_after(now);
         let stored = self.ctx.store.job_insert(&job, now).await?;
         self.wake();
         Ok(stored)
@@ -475,10 +479,14 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
             .job_get(id)
             .await?
             .ok_or(SchedulerError::JobNotFound(id))?;
-        job.next_fire = if old.schedule == job.schedule {
+        // A new schedule or validity window starts from now (inside the window).
+        job.next_fire = if old.schedule == job.schedule
+            && old.effective_from == job.effective_from
+            && old.expires_at == job.expires_at
+        {
             old.next_fire
         } else {
-            job.schedule.as_ref().and_then(|s| first_fire_after(s, now))
+            job.first_fire_after(now)
         };
         let stored = self.ctx.store.job_update(&job, now).await?;
         self.wake();
@@ -500,10 +508,9 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
                 .job_get(id)
                 .await?
                 .ok_or(SchedulerError::JobNotFound(id))?;
-            if !job.enabled
-                && let Some(schedule) = &job.schedule
-            {
-                let next = first_fire_after(schedule, now);
+            // A paused job keeps its next fire aside: its resume decides.
+            if !job.enabled && job.schedule.is_some() && store.job_paused(id).await?.is_none() {
+                let next = job.first_fire_after(now);
                 if next != job.next_fire {
                     store.job_set_next_fire(id, job.next_fire, next).await?;
                 }
@@ -690,15 +697,6 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     }
 }
 
-/// The first occurrence after `after` that fires (past DST-gap skips, bounded).
-pub(crate) fn first_fire_after(schedule: &Schedule, after: Timestamp) -> Option<Timestamp> {
-    schedule
-        .iter_after(after)
-        .take(MAX_SKIPS_WALKED)
-        .find(|o| o.fires())
-        .map(|o| o.at)
-}
-
 fn floor_second(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
@@ -736,6 +734,65 @@ async fn reload<S>(shared: &Ctx<S>) -> Result<ReloadReport, ReloadError> {
 /// once two polls in a row saw the same directory, so a file still being copied is not
 /// loaded half-written (a truncated library would be refused anyway, and the old version
 /// kept serving).
+/// How often a node reads its own pause and its runs' cancel requests from the store.
+const CONTROLS_EVERY: Duration = Duration::from_secs(1);
+
+/// What other processes ask of this node through the store, obeyed about every second: its
+/// pause (`Store::pause` of the node, e.g. `takt node pause`; the claim of a paused node
+/// returns nothing anyway — the rule is the engine's —, this also stops its decisions) and
+/// the cancel requests of its running runs (`Store::run_cancel` from any node or command;
+/// each such run ends `cancelled`, its log naming who asked). Fed to the loop as the same
+/// commands the handle sends. A store pause ends only what a store pause began, so a pause
+/// through the handle stays.
+async fn obey_store_controls<S: Store + 'static>(
+    ctx: Arc<Ctx<S>>,
+    inputs: mpsc::UnboundedSender<shell::Input>,
+    stopping: watch::Receiver<Option<Duration>>,
+) {
+    let mut paused_by_store = false;
+    let mut asked = std::collections::HashSet::new();
+    loop {
+        tokio::time::sleep(CONTROLS_EVERY).await;
+        if stopping.borrow().is_some() {
+            return;
+        }
+        match ctx.store.node_paused(&ctx.config.node).await {
+            Ok(p) if p.is_some() != paused_by_store => {
+                paused_by_store = p.is_some();
+                let command = if paused_by_store {
+                    tracing::info!("node {} paused in the store", ctx.config.node);
+                    Command::Pause
+                } else {
+                    tracing::info!("node {} resumed in the store", ctx.config.node);
+                    Command::Resume
+                };
+                if inputs.send((Event::Command(command), None)).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("cannot read this node's pause: {e}"),
+        }
+        let requests = match ctx.store.cancel_requests(&ctx.config.node).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("cannot read cancel requests: {e}");
+                continue;
+            }
+        };
+        asked.retain(|id| requests.iter().any(|r| r.run == *id));
+        for r in requests {
+            if asked.insert(r.run) {
+                let why = format!("{} asked at {}", r.by, r.at);
+                let command = Command::CancelRun { run: r.run, why };
+                if inputs.send((Event::Command(command), None)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 async fn watch_plugins<S: Send + Sync + 'static>(
     shared: Arc<Ctx<S>>,
     every: Duration,

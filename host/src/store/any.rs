@@ -11,10 +11,11 @@ use jiff::Timestamp;
 use takt_core::attempt::Attempt;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
+use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::run::{NodeId, Progress, Run, RunId};
 use takt_core::store::{
-    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreResult,
+    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
+    PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
@@ -348,6 +349,14 @@ impl Store for AnyStore {
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
         fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts>;
+        fn pause(&self, target: &PauseTarget, pause: &Pause) -> StoreResult<Vec<JobId>>;
+        fn resume(&self, target: &PauseTarget, now: Timestamp) -> StoreResult<Resumed>;
+        fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>>;
+        fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>>;
+        fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>>;
+        fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
+        fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
+        fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
     }
 }
 

@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use takt_core::attempt::{Attempt, AttemptOutcome};
 use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
+use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::store::{DueJob, StoreError, StoreResult};
@@ -437,6 +438,77 @@ impl DueRow {
             running: count(self.running),
             pending: count(self.pending),
         })
+    }
+}
+
+/// The columns of `job_holds` after `job_id`, in the order [`HoldRow`] reads them.
+pub(crate) const HOLD_COLUMNS: &str = "next_fire, paused_at, paused_by, pause_reason";
+
+/// The columns of `pauses` after `kind, name`, in the order [`PauseRow`] reads them.
+pub(crate) const PAUSE_COLUMNS: &str = "paused_at, paused_by, pause_reason";
+
+/// A `job_holds` row: a held job's kept-aside next fire and its own pause (all three pause
+/// columns NULL when only its group's pause holds it).
+pub(crate) struct HoldRow {
+    pub(crate) next_fire: Option<i64>,
+    pub(crate) paused_at: Option<i64>,
+    pub(crate) paused_by: Option<String>,
+    pub(crate) reason: Option<String>,
+}
+
+impl HoldRow {
+    pub(crate) fn of(hold: &Hold) -> HoldRow {
+        HoldRow {
+            next_fire: hold.next_fire.map(ms),
+            paused_at: hold.pause.as_ref().map(|p| ms(p.at)),
+            paused_by: hold.pause.as_ref().map(|p| p.by.clone()),
+            reason: hold.pause.as_ref().and_then(|p| p.reason.clone()),
+        }
+    }
+
+    pub(crate) fn into_hold(self, path: &str, job: i64) -> StoreResult<Hold> {
+        let row = format!("the hold of job {job}");
+        let at =
+            |c: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| corrupt(path, &row, c, e));
+        let next_fire = self.next_fire.map(|v| at("next_fire", v)).transpose()?;
+        let pause = match (self.paused_at, self.paused_by) {
+            (Some(t), Some(by)) => Some(Pause {
+                at: at("paused_at", t)?,
+                by,
+                reason: self.reason,
+            }),
+            (None, None) => None,
+            _ => return Err(corrupt(path, &row, "paused_by", "half of a pause")),
+        };
+        Ok(Hold { next_fire, pause })
+    }
+}
+
+/// A `pauses` row (a group's or a node's pause).
+pub(crate) struct PauseRow {
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) paused_at: i64,
+    pub(crate) paused_by: String,
+    pub(crate) reason: Option<String>,
+}
+
+impl PauseRow {
+    pub(crate) fn into_pause(self, path: &str) -> StoreResult<(PauseKind, String, Pause)> {
+        let row = format!("the pause of {} {}", self.kind, self.name);
+        let kind = PauseKind::from_name(&self.kind)
+            .ok_or_else(|| corrupt(path, &row, "kind", "not group or node"))?;
+        let at = Timestamp::from_millisecond(self.paused_at)
+            .map_err(|e| corrupt(path, &row, "paused_at", e))?;
+        Ok((
+            kind,
+            self.name,
+            Pause {
+                at,
+                by: self.paused_by,
+                reason: self.reason,
+            },
+        ))
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::{RunFinish, StoreError, StoreResult};
-use crate::job::{JobId, JobName};
+use crate::job::{JobDef, JobId, JobName, Validity};
 use crate::node::{InstanceId, NodeStatus, taken_over_message};
 use crate::run::{NodeId, Run, RunEvent, RunId, RunState, SkipReason};
 use crate::schedule::{OccurrenceKind, Schedule};
@@ -39,6 +39,46 @@ pub fn next_firing(
         }
     }
     (None, skips)
+}
+
+/// The claim's advance of `job`'s next fire past `fire`: [`next_firing`] kept inside the
+/// job's validity window ([`JobDef::first_fire_after`] when the schedule's next fire lies
+/// before the window opens; `None` once it has closed). DST-gap skips outside the window are
+/// not recorded: nothing was due there.
+pub fn advance(job: &JobDef, fire: Timestamp) -> (Option<Timestamp>, Vec<(Timestamp, SkipReason)>) {
+    let Some(schedule) = &job.schedule else {
+        return (None, Vec::new());
+    };
+    let (next, mut skips) = next_firing(schedule, fire);
+    skips.retain(|(at, _)| job.validity_at(*at) == Validity::Inside);
+    let next = match next.map(|n| (n, job.validity_at(n))) {
+        Some((n, Validity::Inside)) => Some(n),
+        Some((_, Validity::NotYet)) => job.first_fire_after(fire),
+        Some((_, Validity::Expired)) | None => None,
+    };
+    (next, skips)
+}
+
+/// The skipped run of a fire of `job` at `fire` that lies outside its validity window (its
+/// next fire was stored before the window was moved), with the window in its text.
+pub fn outside_validity(job: &JobDef, fire: Timestamp, now: Timestamp) -> Option<Run> {
+    let detail = match job.validity_at(fire) {
+        Validity::Inside => return None,
+        Validity::NotYet => format!(
+            "job {} is effective from {}",
+            job.name,
+            show(job.effective_from)
+        ),
+        Validity::Expired => format!("job {} expired at {}", job.name, show(job.expires_at)),
+    };
+    let id = job.id?;
+    Some(Run::skipped(
+        id,
+        fire,
+        SkipReason::OutsideValidity,
+        Some(detail),
+        now,
+    ))
 }
 
 /// Applies a finish to a run read from the store: the run must still be running the expected
@@ -95,7 +135,7 @@ pub fn stale_version(name: &JobName, stored: u64, yours: u64) -> StoreError {
 }
 
 /// A compare-and-set of `job`'s next fire from `expected` that found another value.
-pub fn next_fire_moved(job: &crate::job::JobDef, expected: Option<Timestamp>) -> StoreError {
+pub fn next_fire_moved(job: &JobDef, expected: Option<Timestamp>) -> StoreError {
     StoreError::conflict(format!(
         "job {} next fire is {}, not {}; another node moved it first: reload the job",
         job.name,

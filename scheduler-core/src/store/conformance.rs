@@ -32,11 +32,13 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
+    CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store,
+    StoreErrorKind,
 };
 use crate::attempt::{Attempt, AttemptOutcome};
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, Registered, Registration};
+use crate::pause::{Pause, PauseTarget};
 use crate::policy::{Backoff, RetryPolicy};
 use crate::run::{
     LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent, RunState,
@@ -95,14 +97,16 @@ where
 {
     let mut report = Report::default();
     macro_rules! check {
+        // Each check's future on the heap: together they are too large for a test thread's
+        // stack in a debug build.
         ($name:ident) => {
-            $name(make().await).await;
+            Box::pin($name(make().await)).await;
             report.passed.push(stringify!($name));
         };
         ($name:ident if $cap:ident) => {
             let store = make().await;
             if store.capabilities().$cap {
-                $name(store).await;
+                Box::pin($name(store)).await;
                 report.passed.push(stringify!($name));
             } else {
                 report
@@ -126,6 +130,10 @@ where
     check!(node_list_reports_heartbeats_and_running_runs);
     check!(skipped_runs_keep_reason_and_unique_key);
     check!(claim_records_dst_gap_skips);
+    check!(claims_keep_inside_the_validity_window);
+    check!(paused_jobs_are_held_and_resume_per_their_misfire_policy);
+    check!(group_and_node_pauses_hold_members_and_claims);
+    check!(cancel_requests_reach_the_node_running_the_run);
     check!(run_list_filters_newest_first);
     check!(job_due_lists_due_jobs_in_claim_order_with_counts);
     check!(next_due_is_the_earliest_claimable_instant);
@@ -138,8 +146,17 @@ where
     check!(runs_between_reads_a_fire_range_in_order);
     check!(logs_are_ordered_and_batched if logs);
     check!(retention_purges_only_old_final_runs_and_their_logs if retention);
+    assert_eq!(
+        report.passed.len() + report.skipped.len(),
+        CHECKS,
+        "store conformance: CHECKS is out of date"
+    );
     report
 }
+
+/// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
+/// that every check ran.
+pub const CHECKS: usize = 31;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -1543,6 +1560,418 @@ pub async fn claim_records_dst_gap_skips<S: Store>(store: S) {
         ts("2026-03-29T01:00:00Z"),
         "at the gap's end"
     );
+}
+
+/// A job fires only inside its validity window: the claim's advance stops at `expires_at`
+/// (the job has no next fire, and is expired), a next fire before `effective_from` (the window
+/// moved after it was stored) is recorded skipped `outside_validity` and the job jumps to the
+/// window's first fire, and a fire at or after the expiry is recorded, never run.
+pub async fn claims_keep_inside_the_validity_window<S: Store>(store: S) {
+    let skipped = |job| {
+        let store = &store;
+        async move {
+            store
+                .run_list(&RunFilter {
+                    job: Some(job),
+                    state: Some(RunState::Skipped),
+                    ..RunFilter::default()
+                })
+                .await
+                .expect("list")
+        }
+    };
+    // Expires at +90 s: fires at 0 and 60 run, 120 is never due.
+    let mut ending = every_minute("ending");
+    ending.expires_at = Some(at(90));
+    let ending = insert(&store, ending).await;
+    let first = claim_all(&store, t0()).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].job.next_fire, Some(at(60)));
+    let second = claim_all(&store, at(60)).await;
+    assert_eq!(second.len(), 1, "the last fire inside the window runs");
+    assert_eq!(
+        second[0].job.next_fire, None,
+        "no fire at or after the expiry"
+    );
+    let stored = store
+        .job_get(ending.id.expect("id"))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(stored.next_fire, None);
+    assert!(stored.is_expired(at(90)) && !stored.is_expired(at(89)));
+    assert!(claim_all(&store, at(600)).await.is_empty());
+
+    // Effective from +150 s while the stored next fire is t0: recorded, then the window's
+    // first fire (180) is the next one.
+    let mut later = every_minute("later");
+    later.effective_from = Some(at(150));
+    let later = insert(&store, later).await;
+    let id = later.id.expect("id");
+    assert!(
+        claim_all(&store, at(0)).await.is_empty(),
+        "a fire before the window does not run"
+    );
+    let runs = skipped(id).await;
+    assert_eq!(runs.len(), 1, "and is recorded");
+    assert_eq!(runs[0].skip_reason, Some(SkipReason::OutsideValidity));
+    assert_eq!(runs[0].fire_time, t0());
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("effective from")),
+        "the record says why: {:?}",
+        runs[0].error
+    );
+    let job = store.job_get(id).await.expect("get").expect("job");
+    assert_eq!(job.next_fire, Some(at(180)), "the window's first fire");
+    assert_eq!(job.first_fire_after(at(0)), Some(at(180)));
+    let got = claim_all(&store, at(180)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].run.fire_time, at(180));
+
+    // A fire stored at or after the expiry (the expiry moved earlier) is recorded only.
+    let mut expired = every_minute("expired");
+    expired.expires_at = Some(at(-60));
+    expired.effective_from = Some(at(-120));
+    let expired = insert(&store, expired).await;
+    let id = expired.id.expect("id");
+    assert!(claim_all(&store, at(0)).await.is_empty());
+    let runs = skipped(id).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].skip_reason, Some(SkipReason::OutsideValidity));
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("expired at"))
+    );
+    let job = store.job_get(id).await.expect("get").expect("job");
+    assert_eq!(job.next_fire, None, "an expired job has no next fire");
+    assert_eq!(job.first_fire_after(at(0)), None);
+}
+
+fn pause_by(by: &str, now: Timestamp) -> Pause {
+    Pause {
+        at: now,
+        by: by.to_string(),
+        reason: Some("line maintenance".to_string()),
+    }
+}
+
+/// A paused job is not due, not claimed and not waited for; a second pause and a trigger are
+/// refused; on resume its misfire policy decides: the on-time fire runs, the missed ones are
+/// recorded skipped with reason `paused` naming who paused and why.
+pub async fn paused_jobs_are_held_and_resume_per_their_misfire_policy<S: Store>(store: S) {
+    let job = insert(&store, every_minute("sync")).await;
+    let id = job.id.expect("id");
+    let held = store
+        .pause(&PauseTarget::Job(id), &pause_by("ops", at(-10)))
+        .await
+        .expect("pause");
+    assert_eq!(held, [id]);
+    let stored = store.job_get(id).await.expect("get").expect("job");
+    assert_eq!(stored.next_fire, None, "its next fire is kept aside");
+    assert!(
+        store
+            .job_due(at(600), 10, &[])
+            .await
+            .expect("due")
+            .is_empty()
+    );
+    assert_eq!(store.next_due(&[]).await.expect("next_due"), None);
+    assert!(
+        claim_all(&store, at(600)).await.is_empty(),
+        "nothing claimed"
+    );
+    let (target, p) = store
+        .job_paused(id)
+        .await
+        .expect("paused?")
+        .expect("paused");
+    assert_eq!(target, PauseTarget::Job(id));
+    assert_eq!((p.by.as_str(), p.at), ("ops", at(-10)));
+    let again = store
+        .pause(&PauseTarget::Job(id), &pause_by("ops", at(0)))
+        .await
+        .expect_err("paused twice");
+    assert_eq!(again.kind(), StoreErrorKind::Conflict);
+    assert!(again.message().contains("already paused by ops"), "{again}");
+    let trigger = store
+        .job_set_next_fire(id, None, Some(at(5)))
+        .await
+        .expect_err("a trigger of a paused job");
+    assert_eq!(trigger.kind(), StoreErrorKind::Conflict);
+    assert!(trigger.message().contains("is paused"), "{trigger}");
+    // An edit while paused keeps it held, with the recomputed next fire aside.
+    let mut edited = stored.clone();
+    edited.description = Some("edited while paused".into());
+    edited.next_fire = Some(t0());
+    let edited = store.job_update(&edited, at(1)).await.expect("update");
+    assert_eq!(edited.next_fire, None);
+    assert_eq!(
+        store.pause_list().await.expect("list").len(),
+        1,
+        "the job's own pause"
+    );
+
+    let resumed = store
+        .resume(&PauseTarget::Job(id), at(330))
+        .await
+        .expect("resume");
+    assert_eq!(resumed.jobs, [id]);
+    assert_eq!(resumed.skipped, 5, "0 … 240 missed; 300 is on time");
+    let skipped = store
+        .run_list(&RunFilter {
+            job: Some(id),
+            state: Some(RunState::Skipped),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(skipped.len(), 5);
+    for r in &skipped {
+        assert_eq!(r.skip_reason, Some(SkipReason::Paused));
+        let e = r.error.as_deref().unwrap_or_default();
+        assert!(
+            e.contains("paused by ops") && e.contains("line maintenance"),
+            "{e}"
+        );
+    }
+    let got = claim_all(&store, at(330)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].run.fire_time, at(300), "the on-time fire runs");
+    assert!(store.job_paused(id).await.expect("paused?").is_none());
+    let twice = store
+        .resume(&PauseTarget::Job(id), at(331))
+        .await
+        .expect_err("resumed twice");
+    assert_eq!(twice.kind(), StoreErrorKind::Conflict);
+    assert!(twice.message().contains("is not paused"), "{twice}");
+    let missing = store
+        .pause(&PauseTarget::Job(JobId(987_654)), &pause_by("ops", at(0)))
+        .await
+        .expect_err("no such job");
+    assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+}
+
+/// A group pause holds every member, present and future (a job added to the group, or moved
+/// into it), and releases a job moved out; its resume keeps a member's own pause. A paused
+/// node claims nothing while other nodes do. Unknown groups and nodes are NotFound.
+pub async fn group_and_node_pauses_hold_members_and_claims<S: Store>(store: S) {
+    let member = |name: &str| {
+        let mut j = every_minute(name);
+        j.group = Some("nightly".to_string());
+        j
+    };
+    let a = insert(&store, member("a")).await.id.expect("id");
+    let b = insert(&store, member("b")).await.id.expect("id");
+    let free = insert(&store, every_minute("free")).await.id.expect("id");
+    let unknown = store
+        .pause(
+            &PauseTarget::Group("nobody".into()),
+            &pause_by("ops", at(0)),
+        )
+        .await
+        .expect_err("a group without jobs");
+    assert_eq!(unknown.kind(), StoreErrorKind::NotFound);
+    let mut held = store
+        .pause(
+            &PauseTarget::Group("nightly".into()),
+            &pause_by("ops", at(-5)),
+        )
+        .await
+        .expect("pause the group");
+    held.sort();
+    assert_eq!(held, [a, b]);
+    // b is also paused on its own: the group's resume leaves it held.
+    store
+        .pause(&PauseTarget::Job(b), &pause_by("lead", at(-4)))
+        .await
+        .expect("pause b");
+    let later = insert(&store, member("later")).await;
+    assert_eq!(
+        later.next_fire, None,
+        "a job added to a paused group is held"
+    );
+    let later = later.id.expect("id");
+    let (target, _) = store.job_paused(later).await.expect("?").expect("held");
+    assert_eq!(target, PauseTarget::Group("nightly".into()));
+    let got = claim_all(&store, t0()).await;
+    assert_eq!(
+        got.iter().map(|c| c.run.job_id).collect::<Vec<_>>(),
+        [free],
+        "only the job outside the group"
+    );
+    // Moved out of the group: released, its fire due again.
+    let mut moved = store.job_get(a).await.expect("get").expect("job");
+    moved.group = None;
+    let moved = store.job_update(&moved, at(1)).await.expect("update");
+    assert_eq!(
+        moved.next_fire,
+        Some(t0()),
+        "released with its kept next fire"
+    );
+    let got = claim_all(&store, at(1)).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].run.job_id, a);
+
+    let resumed = store
+        .resume(&PauseTarget::Group("nightly".into()), at(10))
+        .await
+        .expect("resume the group");
+    assert_eq!(resumed.jobs, [later], "b keeps its own pause");
+    assert!(store.job_paused(b).await.expect("?").is_some());
+    let not_paused = store
+        .resume(&PauseTarget::Group("nightly".into()), at(11))
+        .await
+        .expect_err("not paused");
+    assert_eq!(not_paused.kind(), StoreErrorKind::NotFound);
+
+    // Nodes.
+    register(&store, "node-a", &life("node-a"), at(0), None).await;
+    register(&store, "node-b", &life("node-b"), at(0), None).await;
+    let ghost = store
+        .pause(&PauseTarget::Node(node("node-z")), &pause_by("ops", at(0)))
+        .await
+        .expect_err("a node never registered");
+    assert_eq!(ghost.kind(), StoreErrorKind::NotFound);
+    store
+        .pause(&PauseTarget::Node(node("node-a")), &pause_by("ops", at(20)))
+        .await
+        .expect("pause node-a");
+    let p = store
+        .node_paused(&node("node-a"))
+        .await
+        .expect("?")
+        .expect("paused");
+    assert_eq!(p.by, "ops");
+    assert!(
+        store
+            .run_claim_due(&claim("node-a", at(60), 10))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a paused node claims nothing"
+    );
+    let other = store
+        .run_claim_due(&claim("node-b", at(60), 10))
+        .await
+        .expect("claim");
+    assert!(!other.is_empty(), "another node claims the fires");
+    store
+        .resume(&PauseTarget::Node(node("node-a")), at(70))
+        .await
+        .expect("resume node-a");
+    assert!(
+        store
+            .node_paused(&node("node-a"))
+            .await
+            .expect("?")
+            .is_none()
+    );
+    assert!(
+        !store
+            .run_claim_due(&claim("node-a", at(120), 10))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "claims again"
+    );
+}
+
+/// A cancel of a pending run cancels it at once and records who asked; a cancel of a running
+/// run is a request that only the node running it sees (asked twice, the first request
+/// stands); a final run, an unknown run and an anonymous cancel are refused.
+pub async fn cancel_requests_reach_the_node_running_the_run<S: Store>(store: S) {
+    let job = insert(&store, every_minute("a")).await.id.expect("id");
+    let running = claim_one(&store, "node-a", t0()).await.run;
+    let rid = running.id.expect("id");
+    let queued = store
+        .run_enqueue(job, at(30), at(30))
+        .await
+        .expect("enqueue");
+    let qid = queued.id.expect("id");
+
+    match store.run_cancel(qid, "ops", at(31)).await.expect("cancel") {
+        CancelOutcome::Cancelled(run) => {
+            assert_eq!(run.state, RunState::Cancelled);
+            let e = run.error.unwrap_or_default();
+            assert!(e.contains("requested by ops"), "{e}");
+        }
+        other => panic!("a pending run is cancelled at once, got {other:?}"),
+    }
+    let stored = store.run_get(qid).await.expect("get").expect("run");
+    assert_eq!(stored.state, RunState::Cancelled);
+    assert_eq!(
+        store
+            .cancel_request_of(qid)
+            .await
+            .expect("request")
+            .map(|r| r.by),
+        Some("ops".to_string())
+    );
+
+    match store.run_cancel(rid, "ops", at(32)).await.expect("cancel") {
+        CancelOutcome::Requested { node: n, request } => {
+            assert_eq!(n, Some(node("node-a")));
+            assert_eq!((request.by.as_str(), request.at), ("ops", at(32)));
+        }
+        other => panic!("a running run gets a request, got {other:?}"),
+    }
+    let for_a = store.cancel_requests(&node("node-a")).await.expect("list");
+    assert_eq!(for_a.iter().map(|r| r.run).collect::<Vec<_>>(), [rid]);
+    assert!(
+        store
+            .cancel_requests(&node("node-b"))
+            .await
+            .expect("list")
+            .is_empty(),
+        "another node's runs are not its business"
+    );
+    assert_eq!(
+        store.run_get(rid).await.expect("get").expect("run").state,
+        RunState::Running,
+        "only the node running it stops it"
+    );
+    match store.run_cancel(rid, "lead", at(33)).await.expect("again") {
+        CancelOutcome::Requested { request, .. } => assert_eq!(request.by, "ops"),
+        other => panic!("{other:?}"),
+    }
+    finish(
+        &store,
+        &running,
+        RunEvent::Cancelled {
+            reason: crate::run::CancelReason::Requested,
+        },
+        at(34),
+    )
+    .await;
+    assert!(
+        store
+            .cancel_requests(&node("node-a"))
+            .await
+            .expect("list")
+            .is_empty(),
+        "a finished run is no longer asked about"
+    );
+    let done = store
+        .run_cancel(rid, "ops", at(35))
+        .await
+        .expect_err("final");
+    assert_eq!(done.kind(), StoreErrorKind::Conflict);
+    assert!(done.message().contains("already cancelled"), "{done}");
+    let missing = store
+        .run_cancel(crate::run::RunId(987_654), "ops", at(35))
+        .await
+        .expect_err("unknown");
+    assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+    let anonymous = store
+        .run_cancel(rid, " ", at(35))
+        .await
+        .expect_err("anonymous");
+    assert_eq!(anonymous.kind(), StoreErrorKind::Invalid);
 }
 
 /// `run_list` filters by job and state and returns the newest fire first, up to `limit`.

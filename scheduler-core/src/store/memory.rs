@@ -30,10 +30,13 @@ use super::engine::{
     Checkout, Conn, Dialect, DialectStore, Engine, FinishWrite, NextFireMove, PendingDue, Res,
     Session, Slot,
 };
-use super::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves};
+use super::{
+    CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves,
+};
 use crate::attempt::{Attempt, AttemptEnd};
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
+use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// An in-memory [`super::Store`]; cheap to clone (clones share the data).
@@ -145,6 +148,9 @@ enum Undo {
     Run(RunId, Option<Box<Run>>, Option<Vec<(u64, LogLine)>>),
     Logs(RunId, usize),
     Node(NodeId, Option<NodeStatus>),
+    Hold(JobId, Option<Hold>),
+    Cancel(RunId, Option<CancelRequest>),
+    Pause((PauseKind, String), Option<Pause>),
     Attempts(RunId, Option<Vec<Attempt>>),
     Session(InstanceId, Option<NodeSession>),
 }
@@ -160,6 +166,12 @@ struct Inner {
     /// store never loses one, but it keeps the contract).
     tokens: HashMap<RunId, i64>,
     nodes: BTreeMap<NodeId, NodeStatus>,
+    /// Held jobs (see [`crate::pause`]); removed with their job.
+    holds: BTreeMap<JobId, Hold>,
+    /// Group and node pauses.
+    pauses: BTreeMap<(PauseKind, String), Pause>,
+    /// Cancel requests, per run; removed with the run.
+    cancels: BTreeMap<RunId, CancelRequest>,
     /// Each run's attempts, by attempt number.
     attempts: BTreeMap<RunId, Vec<Attempt>>,
     /// Every node life, by instance.
@@ -224,6 +236,30 @@ impl Inner {
                     }
                     None => {
                         self.nodes.remove(&id);
+                    }
+                },
+                Undo::Hold(id, old) => match old {
+                    Some(h) => {
+                        self.holds.insert(id, h);
+                    }
+                    None => {
+                        self.holds.remove(&id);
+                    }
+                },
+                Undo::Cancel(id, old) => match old {
+                    Some(c) => {
+                        self.cancels.insert(id, c);
+                    }
+                    None => {
+                        self.cancels.remove(&id);
+                    }
+                },
+                Undo::Pause(key, old) => match old {
+                    Some(p) => {
+                        self.pauses.insert(key, p);
+                    }
+                    None => {
+                        self.pauses.remove(&key);
                     }
                 },
                 Undo::Attempts(id, old) => match old {
@@ -376,6 +412,9 @@ impl Inner {
         self.journal(Undo::Run(id, old, logs));
         self.drop_run_row(id);
         self.tokens.remove(&id);
+        if let Some(c) = self.cancels.remove(&id) {
+            self.journal(Undo::Cancel(id, Some(c)));
+        }
         lines
     }
 
@@ -535,6 +574,9 @@ impl Conn for MemoryConn<'_> {
         let old = inner.jobs.get(&id).cloned().map(Box::new);
         inner.journal(Undo::Job(id, old));
         inner.drop_job_row(id);
+        if let Some(h) = inner.holds.remove(&id) {
+            inner.journal(Undo::Hold(id, Some(h)));
+        }
         Ok(true)
     }
 
@@ -1030,6 +1072,97 @@ impl Conn for MemoryConn<'_> {
     }
 
     // ---- logs, retention ---------------------------------------------------------------
+
+    async fn hold_get(&mut self, job: JobId) -> Res<Option<Hold>> {
+        Ok(self.inner.holds.get(&job).cloned())
+    }
+
+    async fn hold_insert(&mut self, job: JobId, hold: &Hold) -> Res<()> {
+        let inner = &mut *self.inner;
+        if inner.jobs.contains_key(&job) {
+            let old = inner.holds.insert(job, hold.clone());
+            inner.journal(Undo::Hold(job, old));
+        }
+        Ok(())
+    }
+
+    async fn hold_delete(&mut self, job: JobId) -> Res<bool> {
+        let inner = &mut *self.inner;
+        let old = inner.holds.remove(&job);
+        let had = old.is_some();
+        inner.journal(Undo::Hold(job, old));
+        Ok(had)
+    }
+
+    async fn holds_list(&mut self) -> Res<Vec<(JobId, Hold)>> {
+        Ok(self
+            .inner
+            .holds
+            .iter()
+            .map(|(id, h)| (*id, h.clone()))
+            .collect())
+    }
+
+    async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
+        Ok(self.inner.pauses.get(&(kind, name.to_string())).cloned())
+    }
+
+    async fn pause_insert(&mut self, kind: PauseKind, name: &str, pause: &Pause) -> Res<bool> {
+        let inner = &mut *self.inner;
+        let key = (kind, name.to_string());
+        if inner.pauses.contains_key(&key) {
+            return Ok(false);
+        }
+        inner.pauses.insert(key.clone(), pause.clone());
+        inner.journal(Undo::Pause(key, None));
+        Ok(true)
+    }
+
+    async fn pause_delete(&mut self, kind: PauseKind, name: &str) -> Res<bool> {
+        let inner = &mut *self.inner;
+        let key = (kind, name.to_string());
+        let old = inner.pauses.remove(&key);
+        let had = old.is_some();
+        inner.journal(Undo::Pause(key, old));
+        Ok(had)
+    }
+
+    async fn pauses_list(&mut self) -> Res<Vec<(PauseKind, String, Pause)>> {
+        Ok(self
+            .inner
+            .pauses
+            .iter()
+            .map(|((k, n), p)| (*k, n.clone(), p.clone()))
+            .collect())
+    }
+
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let inner = &mut *self.inner;
+        if inner.cancels.contains_key(&request.run) || !inner.runs.contains_key(&request.run) {
+            return Ok(false);
+        }
+        inner.cancels.insert(request.run, request.clone());
+        inner.journal(Undo::Cancel(request.run, None));
+        Ok(true)
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        Ok(self.inner.cancels.get(&run).cloned())
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let inner = &*self.inner;
+        Ok(inner
+            .cancels
+            .values()
+            .filter(|c| {
+                inner.runs.get(&c.run).is_some_and(|r| {
+                    r.state == RunState::Running && r.node_id.as_ref() == Some(node)
+                })
+            })
+            .cloned()
+            .collect())
+    }
 
     async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {
         let inner = &mut *self.inner;

@@ -43,6 +43,7 @@ use jiff::Timestamp;
 use crate::attempt::Attempt;
 use crate::job::{JobDef, JobError, JobId, JobName};
 use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
+use crate::pause::{Pause, PauseTarget, Resumed};
 use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState, TransitionError};
 
@@ -378,6 +379,33 @@ impl DueJob {
     }
 }
 
+/// A request to cancel a run, written to the database by whoever asked (any node, the CLI,
+/// the API) and obeyed by the node running the run ([`Store::cancel_requests`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// The run.
+    pub run: RunId,
+    /// Who asked.
+    pub by: String,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// What [`Store::run_cancel`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The run was pending (queued, or waiting for a retry) and is now `cancelled`.
+    Cancelled(Box<Run>),
+    /// The run is running on `node`: the request is recorded and that node stops it (within
+    /// about a second), recording it `cancelled`.
+    Requested {
+        /// The node running it.
+        node: Option<NodeId>,
+        /// The request (an earlier one, if it had been asked already).
+        request: CancelRequest,
+    },
+}
+
 /// The level of a run log line (the plugin API's levels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
@@ -708,6 +736,70 @@ pub trait Store: Send + Sync {
         &self,
         older_than: Timestamp,
     ) -> impl Future<Output = StoreResult<PurgeCounts>> + Send;
+
+    // ---- pauses (see crate::pause) -------------------------------------------------------
+
+    /// Pauses `target` with `pause` (who, when, why) and returns the jobs now held. A job or
+    /// group: the jobs' next fires are kept aside, so nothing of them is due until resumed
+    /// (a group's future members too); a node: it claims nothing. NotFound for a missing job,
+    /// a group no job is in, a node never registered; Conflict when already paused.
+    fn pause(
+        &self,
+        target: &PauseTarget,
+        pause: &Pause,
+    ) -> impl Future<Output = StoreResult<Vec<JobId>>> + Send;
+
+    /// Ends the pause of `target` at `now`. Each job released gets its next fire back through
+    /// its misfire policy ([`crate::pause::resume_plan`]): kept fires run, the others of the
+    /// paused interval are recorded skipped with reason `paused` (bounded). A job still held
+    /// by its group's pause stays held. Conflict (job) or NotFound (group, node) when not
+    /// paused.
+    fn resume(
+        &self,
+        target: &PauseTarget,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<Resumed>> + Send;
+
+    /// The pause that holds job `id` — its own, else its group's — if any (what `takt why`
+    /// and `job show` report).
+    fn job_paused(
+        &self,
+        id: JobId,
+    ) -> impl Future<Output = StoreResult<Option<(PauseTarget, Pause)>>> + Send;
+
+    /// The pause of node `node`, if it is paused (one key lookup: a loop may ask every pass).
+    fn node_paused(&self, node: &NodeId)
+    -> impl Future<Output = StoreResult<Option<Pause>>> + Send;
+
+    /// Every pause: jobs' own (by id), then groups' and nodes' (by name).
+    fn pause_list(&self) -> impl Future<Output = StoreResult<Vec<(PauseTarget, Pause)>>> + Send;
+
+    // ---- cancel anywhere -----------------------------------------------------------------
+
+    /// Cancels run `id` on behalf of `by` at `now`, whichever node holds it: a pending run
+    /// (queued, or waiting for a retry) becomes `cancelled` at once; a running one gets a
+    /// [`CancelRequest`] that the node running it obeys ([`Store::cancel_requests`]; on
+    /// PostgreSQL a `NOTIFY` wakes it). Asking again for a running run returns the first
+    /// request. NotFound for an unknown run; Conflict for a run already final.
+    fn run_cancel(
+        &self,
+        id: RunId,
+        by: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<CancelOutcome>> + Send;
+
+    /// The cancel requests of the runs running on `node` (what its loop polls, about every
+    /// second).
+    fn cancel_requests(
+        &self,
+        node: &NodeId,
+    ) -> impl Future<Output = StoreResult<Vec<CancelRequest>>> + Send;
+
+    /// Who asked to cancel run `id`, and when, if anyone did.
+    fn cancel_request_of(
+        &self,
+        id: RunId,
+    ) -> impl Future<Output = StoreResult<Option<CancelRequest>>> + Send;
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The misfire and overlap decisions of a pass, as plain functions from what the store said
 //! to the writes it must make ([`Write`]); the shell reads, calls these, and writes.
 //!
-//! * Misfire: all three actions go through [`misfire::plan`], only when the oldest due fire
+//! * Misfire: all three actions go through [`takt_core::policy::misfire::plan`] (kept inside
+//!   the job's validity window by [`JobDef::misfire_plan`]), only when the oldest due fire
 //!   is beyond the job's lateness window (fires are ascending, so otherwise every due fire is
 //!   on time). Several fires kept by `fire-all` are claimed one per pass (the claim advances a
 //!   job's next fire once per call).
@@ -11,11 +12,9 @@
 
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId};
-use takt_core::policy::{Busy, OverlapDecision, OverlapPolicy, misfire, overlap};
+use takt_core::policy::{Busy, OverlapDecision, OverlapPolicy, overlap};
 use takt_core::run::SkipReason;
 use takt_core::store::DueJob;
-
-use crate::scheduler::first_fire_after;
 
 /// What a preparation did, for the machine.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -87,10 +86,8 @@ pub(crate) fn misfire_writes(
     let mut writes = Vec::new();
     let late = lateness(now, nf) > due.misfire.lateness;
     let mut fire = nf;
-    if let Some(schedule) = &job.schedule
-        && late
-    {
-        let plan = misfire::plan(schedule, nf, now, job.misfire);
+    // The misfire plan kept inside the job's validity window.
+    if late && let Some(plan) = job.misfire_plan(nf, now) {
         for s in &plan.skips {
             writes.push(Write::Skip {
                 fire: s.fire_time,
@@ -129,11 +126,7 @@ pub(crate) fn overlap_writes(
     busy: Busy,
     fire: Timestamp,
 ) -> Vec<Write> {
-    let next = || {
-        job.schedule
-            .as_ref()
-            .and_then(|s| first_fire_after(s, fire))
-    };
+    let next = || job.first_fire_after(fire);
     match overlap::decide(policy, busy, fire) {
         OverlapDecision::Start => Vec::new(),
         OverlapDecision::Skip(reason) => vec![

@@ -36,6 +36,8 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
         "attempts_node_sessions",
         sql!("0004_attempts_node_sessions.sql"),
     ),
+    Migration::new(5, "pauses", sql!("0005_pauses.sql")),
+    Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
 ];
 
 /// The schema version this binary writes for SQL Server.

@@ -13,11 +13,14 @@ use jiff::Timestamp;
 use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
+use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
-use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreErrorKind};
+use takt_core::store::{
+    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreErrorKind,
+};
 
 use super::conn::{Cells, Params, Pooled, text};
 use super::dialect;
@@ -25,8 +28,8 @@ use super::rows::{
     get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, update_run_if,
 };
 use crate::store::rows::{
-    ATTEMPT_COLUMNS, AttemptRow, DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS,
-    SESSION_COLUMNS, SessionRow, corrupt, to_i64,
+    ATTEMPT_COLUMNS, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS,
+    NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
 };
 
 /// The most log lines one `INSERT … VALUES` carries (SQL Server allows 2 100 parameters).
@@ -88,6 +91,119 @@ impl MssqlConn<'_> {
     ///
     /// Two plain statements rather than one with a join or a correlated count: the emulator
     /// returns no rows for `JOIN … ON`, and the node table is small.
+    /// The cancel requests `sql` selects (run id, by, at).
+    async fn cancels(&mut self, sql: &str, p: &Params) -> Res<Vec<CancelRequest>> {
+        let shown = self.shown;
+        let rows = self.c.rows("reading cancel requests", sql, p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "a cancel request",
+            };
+            let run = c.int_req(0)?;
+            let at = c.instant_req(2)?;
+            out.push(CancelRequest {
+                run: RunId(run),
+                by: c.text_req(1)?,
+                at: Timestamp::from_millisecond(at).map_err(|e| {
+                    corrupt(
+                        shown,
+                        &format!("the cancel of run {run}"),
+                        "requested_at",
+                        e,
+                    )
+                })?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The holds of `only` (or every job), by job id.
+    async fn holds(&mut self, only: Option<JobId>) -> Res<Vec<(JobId, Hold)>> {
+        let shown = self.shown;
+        let what = "reading job holds";
+        let mut p = self.c.params();
+        let filter = match only {
+            Some(j) => format!(" WHERE job_id = {}", p.add(j.0)),
+            None => String::new(),
+        };
+        let rows = self
+            .c
+            .rows(
+                what,
+                &format!("SELECT job_id, {HOLD_COLUMNS} FROM job_holds{filter} ORDER BY job_id"),
+                &p,
+            )
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "a job hold",
+            };
+            let job = c.int_req(0)?;
+            let hold = HoldRow {
+                next_fire: c.instant(1)?,
+                paused_at: c.instant(2)?,
+                paused_by: c.text(3)?,
+                reason: c.text(4)?,
+            }
+            .into_hold(shown, job)?;
+            out.push((JobId(job), hold));
+        }
+        Ok(out)
+    }
+
+    /// The pauses of `only` (or every group and node), by kind then name.
+    async fn pauses(
+        &mut self,
+        only: Option<(PauseKind, &str)>,
+    ) -> Res<Vec<(PauseKind, String, Pause)>> {
+        let shown = self.shown;
+        let what = "reading pauses";
+        let mut p = self.c.params();
+        let filter = match only {
+            Some((k, n)) => format!(
+                " WHERE kind = {} AND name = {}",
+                p.add(k.name()),
+                p.add(n.to_string())
+            ),
+            None => String::new(),
+        };
+        let rows = self
+            .c
+            .rows(
+                what,
+                &format!(
+                    "SELECT kind, name, {PAUSE_COLUMNS} FROM pauses{filter} ORDER BY kind, name"
+                ),
+                &p,
+            )
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "a pause",
+            };
+            out.push(
+                PauseRow {
+                    kind: c.text_req(0)?,
+                    name: c.text_req(1)?,
+                    paused_at: c.instant_req(2)?,
+                    paused_by: c.text_req(3)?,
+                    reason: c.text(4)?,
+                }
+                .into_pause(shown)?,
+            );
+        }
+        Ok(out)
+    }
+
     async fn node_rows(&mut self, only: Option<&NodeId>, lock: bool) -> Res<Vec<NodeStatus>> {
         let shown = self.shown;
         let what = "listing nodes";
@@ -313,7 +429,9 @@ impl Conn for MssqlConn<'_> {
                 &format!(
                     "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE job_id = {j}); \
                      DELETE FROM run_attempts WHERE run_id IN (SELECT id FROM runs WHERE job_id = {j}); \
-                     DELETE FROM runs WHERE job_id = {j}"
+                     DELETE FROM cancel_requests WHERE run_id IN \
+                     (SELECT id FROM runs WHERE job_id = {j}); \
+                     DELETE FROM runs WHERE job_id = {j}; DELETE FROM job_holds WHERE job_id = {j}"
                 ),
                 &p,
             )
@@ -1042,6 +1160,121 @@ impl Conn for MssqlConn<'_> {
 
     // ---- logs, retention ---------------------------------------------------------------
 
+    async fn hold_get(&mut self, job: JobId) -> Res<Option<Hold>> {
+        Ok(self
+            .holds(Some(job))
+            .await?
+            .into_iter()
+            .next()
+            .map(|(_, h)| h))
+    }
+
+    async fn hold_insert(&mut self, job: JobId, hold: &Hold) -> Res<()> {
+        let r = HoldRow::of(hold);
+        let mut p = self.c.params();
+        let sql = format!(
+            "INSERT INTO job_holds (job_id, {HOLD_COLUMNS}) VALUES ({}, {}, {}, {}, {})",
+            p.add(job.0),
+            p.at(r.next_fire),
+            p.at(r.paused_at),
+            p.add(text(r.paused_by)),
+            p.add(text(r.reason))
+        );
+        self.c.exec("holding a job", &sql, &p).await?;
+        Ok(())
+    }
+
+    async fn hold_delete(&mut self, job: JobId) -> Res<bool> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "DELETE FROM job_holds OUTPUT DELETED.job_id WHERE job_id = {}",
+            p.add(job.0)
+        );
+        Ok(!self
+            .c
+            .rows("releasing a job's hold", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn holds_list(&mut self) -> Res<Vec<(JobId, Hold)>> {
+        self.holds(None).await
+    }
+
+    async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
+        Ok(self
+            .pauses(Some((kind, name)))
+            .await?
+            .into_iter()
+            .next()
+            .map(|(_, _, p)| p))
+    }
+
+    async fn pause_insert(&mut self, kind: PauseKind, name: &str, pause: &Pause) -> Res<bool> {
+        let mut p = self.c.params();
+        let (k, n) = (p.add(kind.name()), p.add(name.to_string()));
+        let sql = format!(
+            "INSERT INTO pauses (kind, name, {PAUSE_COLUMNS}) OUTPUT INSERTED.kind \
+             SELECT {k}, {n}, {}, {}, {} WHERE NOT EXISTS \
+             (SELECT 1 FROM pauses WITH (UPDLOCK, HOLDLOCK) WHERE kind = {k} AND name = {n})",
+            p.at(Some(pause.at.as_millisecond())),
+            p.add(pause.by.clone()),
+            p.add(text(pause.reason.clone()))
+        );
+        Ok(!self.c.rows("recording a pause", &sql, &p).await?.is_empty())
+    }
+
+    async fn pause_delete(&mut self, kind: PauseKind, name: &str) -> Res<bool> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "DELETE FROM pauses OUTPUT DELETED.kind WHERE kind = {} AND name = {}",
+            p.add(kind.name()),
+            p.add(name.to_string())
+        );
+        Ok(!self.c.rows("removing a pause", &sql, &p).await?.is_empty())
+    }
+
+    async fn pauses_list(&mut self) -> Res<Vec<(PauseKind, String, Pause)>> {
+        self.pauses(None).await
+    }
+
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let mut p = self.c.params();
+        let r = p.add(request.run.0);
+        let sql = format!(
+            "INSERT INTO cancel_requests (run_id, requested_by, requested_at) \
+             OUTPUT INSERTED.run_id SELECT {r}, {}, {} WHERE NOT EXISTS \
+             (SELECT 1 FROM cancel_requests WITH (UPDLOCK, HOLDLOCK) WHERE run_id = {r})",
+            p.add(request.by.clone()),
+            p.at(Some(request.at.as_millisecond()))
+        );
+        Ok(!self
+            .c
+            .rows("recording a cancel request", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT run_id, requested_by, requested_at FROM cancel_requests WHERE run_id = {}",
+            p.add(run.0)
+        );
+        Ok(self.cancels(&sql, &p).await?.pop())
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let mut p = self.c.params();
+        // `FROM a, b WHERE`: the emulator returns no rows for `JOIN … ON`.
+        let sql = format!(
+            "SELECT c.run_id, c.requested_by, c.requested_at FROM cancel_requests c, runs r \
+             WHERE r.id = c.run_id AND r.state = 'running' AND r.node_id = {} ORDER BY c.run_id",
+            p.add(node.0.clone())
+        );
+        self.cancels(&sql, &p).await
+    }
+
     async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {
         let what = "appending log lines";
         // One transaction: the lines go in together or not at all, in order.
@@ -1162,6 +1395,13 @@ impl Conn for MssqlConn<'_> {
             .exec(
                 "purging old attempts",
                 &format!("DELETE FROM run_attempts WHERE run_id IN ({old})"),
+                &p,
+            )
+            .await?;
+        self.c
+            .exec(
+                what,
+                &format!("DELETE FROM cancel_requests WHERE run_id IN ({old})"),
                 &p,
             )
             .await?;

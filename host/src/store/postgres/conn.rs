@@ -15,22 +15,23 @@ use jiff::Timestamp;
 use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
+use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
 use takt_core::store::{
-    DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreResult,
+    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreResult,
 };
 
 use super::error::{commit, pg};
 use super::rows::{
     CLAIM_JOBS, FINISH, NODE_SELECT, RunBatch, get_job, get_run, job_of, job_params, ms_of,
-    node_of, node_row, read_err, refs, run_of, ts, update_run_if,
+    node_of, node_row, read_err, refs, run_of, st_opt, ts, update_run_if,
 };
 use crate::store::rows::{
-    ATTEMPT_COLUMNS, AttemptRow, DueRow, JOB_COLUMNS, JobRow, NodeRow, RUN_COLUMNS,
-    SESSION_COLUMNS, SessionRow, corrupt, to_i64,
+    ATTEMPT_COLUMNS, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NodeRow,
+    PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
 };
 
 /// How long finding out whether a claim committed waits for the claim's transaction to end.
@@ -107,6 +108,53 @@ macro_rules! on {
 }
 
 // ---- the statements, on any client -------------------------------------------------------
+
+fn hold_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<(JobId, Hold)> {
+    let bad = read_err(shown, "a job hold");
+    let t = |i: usize| -> StoreResult<Option<i64>> {
+        Ok(r.try_get::<_, Option<SystemTime>>(i)
+            .map_err(&bad)?
+            .map(ms_of))
+    };
+    let job: i64 = r.try_get(0).map_err(&bad)?;
+    let row = HoldRow {
+        next_fire: t(1)?,
+        paused_at: t(2)?,
+        paused_by: r.try_get(3).map_err(&bad)?,
+        reason: r.try_get(4).map_err(&bad)?,
+    };
+    Ok((JobId(job), row.into_hold(shown, job)?))
+}
+
+fn cancel_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<CancelRequest> {
+    let bad = read_err(shown, "a cancel request");
+    let run: i64 = r.try_get(0).map_err(&bad)?;
+    let at = ms_of(r.try_get::<_, SystemTime>(2).map_err(&bad)?);
+    Ok(CancelRequest {
+        run: RunId(run),
+        by: r.try_get(1).map_err(&bad)?,
+        at: Timestamp::from_millisecond(at).map_err(|e| {
+            corrupt(
+                shown,
+                &format!("the cancel of run {run}"),
+                "requested_at",
+                e,
+            )
+        })?,
+    })
+}
+
+fn pause_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<(PauseKind, String, Pause)> {
+    let bad = read_err(shown, "a pause");
+    PauseRow {
+        kind: r.try_get(0).map_err(&bad)?,
+        name: r.try_get(1).map_err(&bad)?,
+        paused_at: ms_of(r.try_get::<_, SystemTime>(2).map_err(&bad)?),
+        paused_by: r.try_get(3).map_err(&bad)?,
+        reason: r.try_get(4).map_err(&bad)?,
+    }
+    .into_pause(shown)
+}
 
 async fn job_by_name(c: &impl GenericClient, shown: &str, name: &JobName) -> Res<Option<JobDef>> {
     let row = c
@@ -1334,6 +1382,194 @@ impl Conn for PgConn<'_> {
     ) -> Res<Vec<Attempt>> {
         let s = self.shown;
         on!(self, |c| attempts_in(c, s, job, from, to).await)
+    }
+
+    async fn hold_get(&mut self, job: JobId) -> Res<Option<Hold>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    &format!("SELECT job_id, {HOLD_COLUMNS} FROM job_holds WHERE job_id = $1"),
+                    &[&job.0],
+                )
+                .await
+                .map_err(|e| pg(s, "reading a job's hold", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| hold_of(r, s))
+                .next()
+                .transpose()?
+                .map(|(_, h)| h))
+        })
+    }
+
+    async fn hold_insert(&mut self, job: JobId, hold: &Hold) -> Res<()> {
+        let s = self.shown;
+        let r = HoldRow::of(hold);
+        on!(self, |c| {
+            c.execute(
+                &format!(
+                    "INSERT INTO job_holds (job_id, {HOLD_COLUMNS}) VALUES ($1, $2, $3, $4, $5)"
+                ),
+                &[
+                    &job.0,
+                    &st_opt(r.next_fire),
+                    &st_opt(r.paused_at),
+                    &r.paused_by,
+                    &r.reason,
+                ],
+            )
+            .await
+            .map_err(|e| pg(s, "holding a job", e))?;
+            Ok(())
+        })
+    }
+
+    async fn hold_delete(&mut self, job: JobId) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute("DELETE FROM job_holds WHERE job_id = $1", &[&job.0])
+                .await
+                .map_err(|e| pg(s, "releasing a job's hold", e))?;
+            Ok(n > 0)
+        })
+    }
+
+    async fn holds_list(&mut self) -> Res<Vec<(JobId, Hold)>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    &format!("SELECT job_id, {HOLD_COLUMNS} FROM job_holds ORDER BY job_id"),
+                    &[],
+                )
+                .await
+                .map_err(|e| pg(s, "listing held jobs", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| hold_of(r, s))
+                .collect::<StoreResult<_>>()?)
+        })
+    }
+
+    async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    &format!(
+                        "SELECT kind, name, {PAUSE_COLUMNS} FROM pauses \
+                         WHERE kind = $1 AND name = $2"
+                    ),
+                    &[&kind.name(), &name],
+                )
+                .await
+                .map_err(|e| pg(s, "reading a pause", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| pause_of(r, s))
+                .next()
+                .transpose()?
+                .map(|(_, _, p)| p))
+        })
+    }
+
+    async fn pause_insert(&mut self, kind: PauseKind, name: &str, pause: &Pause) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    &format!(
+                        "INSERT INTO pauses (kind, name, {PAUSE_COLUMNS}) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (kind, name) DO NOTHING"
+                    ),
+                    &[&kind.name(), &name, &ts(pause.at), &pause.by, &pause.reason],
+                )
+                .await
+                .map_err(|e| pg(s, "recording a pause", e))?;
+            Ok(n > 0)
+        })
+    }
+
+    async fn pause_delete(&mut self, kind: PauseKind, name: &str) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    "DELETE FROM pauses WHERE kind = $1 AND name = $2",
+                    &[&kind.name(), &name],
+                )
+                .await
+                .map_err(|e| pg(s, "removing a pause", e))?;
+            Ok(n > 0)
+        })
+    }
+
+    async fn pauses_list(&mut self) -> Res<Vec<(PauseKind, String, Pause)>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    &format!("SELECT kind, name, {PAUSE_COLUMNS} FROM pauses ORDER BY kind, name"),
+                    &[],
+                )
+                .await
+                .map_err(|e| pg(s, "listing pauses", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| pause_of(r, s))
+                .collect::<StoreResult<_>>()?)
+        })
+    }
+
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    "INSERT INTO cancel_requests (run_id, requested_by, requested_at) \
+                     VALUES ($1, $2, $3) ON CONFLICT (run_id) DO NOTHING",
+                    &[&request.run.0, &request.by, &ts(request.at)],
+                )
+                .await
+                .map_err(|e| pg(s, "recording a cancel request", e))?;
+            Ok(n > 0)
+        })
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    "SELECT run_id, requested_by, requested_at FROM cancel_requests \
+                     WHERE run_id = $1",
+                    &[&run.0],
+                )
+                .await
+                .map_err(|e| pg(s, "reading a cancel request", e))?;
+            Ok(rows.iter().map(|r| cancel_of(r, s)).next().transpose()?)
+        })
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    "SELECT c.run_id, c.requested_by, c.requested_at \
+                     FROM cancel_requests c JOIN runs r ON r.id = c.run_id \
+                     WHERE r.state = 'running' AND r.node_id = $1 ORDER BY c.run_id",
+                    &[&node.0],
+                )
+                .await
+                .map_err(|e| pg(s, "reading cancel requests", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| cancel_of(r, s))
+                .collect::<StoreResult<_>>()?)
+        })
     }
 
     async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {

@@ -38,6 +38,8 @@ pub const PG_MIGRATIONS: &[Migration] = &[
         "attempts_node_sessions",
         sql!("0004_attempts_node_sessions.sql"),
     ),
+    Migration::new(5, "pauses", sql!("0005_pauses.sql")),
+    Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

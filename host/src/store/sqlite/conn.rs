@@ -13,17 +13,21 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
+use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{job_missing, run_missing};
 use takt_core::store::engine::{
     Checkout, Conn, FinishWrite, NextFireMove, PendingDue, Res, Session,
 };
-use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreResult};
+use takt_core::store::{
+    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreResult,
+};
 
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
-    ATTEMPT_COLUMNS, AttemptRow, DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS,
-    RunRow, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
+    ATTEMPT_COLUMNS, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS,
+    NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, corrupt,
+    to_i64,
 };
 
 /// The store's connection for one store call.
@@ -75,6 +79,29 @@ pub(super) fn ms(t: Timestamp) -> i64 {
 
 fn opt_ms(t: Option<Timestamp>) -> Option<i64> {
     t.map(ms)
+}
+
+fn cancel_row(r: &Row<'_>) -> rusqlite::Result<(i64, String, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn cancel_of(path: &str, (run, by, at): (i64, String, i64)) -> StoreResult<CancelRequest> {
+    Ok(CancelRequest {
+        run: RunId(run),
+        by,
+        at: Timestamp::from_millisecond(at)
+            .map_err(|e| corrupt(path, &format!("the cancel of run {run}"), "requested_at", e))?,
+    })
+}
+
+fn pause_row(r: &Row<'_>) -> rusqlite::Result<PauseRow> {
+    Ok(PauseRow {
+        kind: r.get(0)?,
+        name: r.get(1)?,
+        paused_at: r.get(2)?,
+        paused_by: r.get(3)?,
+        reason: r.get(4)?,
+    })
 }
 
 impl JobRow {
@@ -1209,6 +1236,197 @@ impl Conn for SqliteConn<'_> {
         Ok(rows
             .into_iter()
             .map(|r| r.into_session(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    // ---- pauses ------------------------------------------------------------------------
+
+    async fn hold_get(&mut self, job: JobId) -> Res<Option<Hold>> {
+        let path = self.path();
+        let row = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {HOLD_COLUMNS} FROM job_holds WHERE job_id = ?1"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row([job.0], |r| {
+                    Ok(HoldRow {
+                        next_fire: r.get(0)?,
+                        paused_at: r.get(1)?,
+                        paused_by: r.get(2)?,
+                        reason: r.get(3)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(|e| sql_error(path, "reading a job's hold", e))?;
+        Ok(row.map(|r| r.into_hold(path, job.0)).transpose()?)
+    }
+
+    async fn hold_insert(&mut self, job: JobId, hold: &Hold) -> Res<()> {
+        let r = HoldRow::of(hold);
+        self.db
+            .conn
+            .prepare_cached(&format!(
+                "INSERT INTO job_holds (job_id, {HOLD_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+            ))
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    job.0,
+                    r.next_fire,
+                    r.paused_at,
+                    r.paused_by,
+                    r.reason
+                ])
+            })
+            .map_err(|e| sql_error(self.path(), "holding a job", e))?;
+        Ok(())
+    }
+
+    async fn hold_delete(&mut self, job: JobId) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached("DELETE FROM job_holds WHERE job_id = ?1")
+            .and_then(|mut stmt| stmt.execute([job.0]))
+            .map_err(|e| sql_error(self.path(), "releasing a job's hold", e))?;
+        Ok(n > 0)
+    }
+
+    async fn holds_list(&mut self) -> Res<Vec<(JobId, Hold)>> {
+        let path = self.path();
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT job_id, {HOLD_COLUMNS} FROM job_holds ORDER BY job_id"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        HoldRow {
+                            next_fire: r.get(1)?,
+                            paused_at: r.get(2)?,
+                            paused_by: r.get(3)?,
+                            reason: r.get(4)?,
+                        },
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "listing held jobs", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, r)| Ok((JobId(id), r.into_hold(path, id)?)))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
+        let path = self.path();
+        let row = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT kind, name, {PAUSE_COLUMNS} FROM pauses WHERE kind = ?1 AND name = ?2"
+            ))
+            .and_then(|mut stmt| stmt.query_row([kind.name(), name], pause_row).optional())
+            .map_err(|e| sql_error(path, "reading a pause", e))?;
+        Ok(row
+            .map(|r| r.into_pause(path).map(|(_, _, p)| p))
+            .transpose()?)
+    }
+
+    async fn pause_insert(&mut self, kind: PauseKind, name: &str, pause: &Pause) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "INSERT INTO pauses (kind, name, {PAUSE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)                  ON CONFLICT (kind, name) DO NOTHING"
+            ))
+            .and_then(|mut stmt| {
+                stmt.execute(params![kind.name(), name, ms(pause.at), pause.by, pause.reason])
+            })
+            .map_err(|e| sql_error(self.path(), "recording a pause", e))?;
+        Ok(n > 0)
+    }
+
+    async fn pause_delete(&mut self, kind: PauseKind, name: &str) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached("DELETE FROM pauses WHERE kind = ?1 AND name = ?2")
+            .and_then(|mut stmt| stmt.execute([kind.name(), name]))
+            .map_err(|e| sql_error(self.path(), "removing a pause", e))?;
+        Ok(n > 0)
+    }
+
+    async fn pauses_list(&mut self) -> Res<Vec<(PauseKind, String, Pause)>> {
+        let path = self.path();
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT kind, name, {PAUSE_COLUMNS} FROM pauses ORDER BY kind, name"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([], pause_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "listing pauses", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_pause(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    // ---- cancel requests ---------------------------------------------------------------
+
+    async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(
+                "INSERT INTO cancel_requests (run_id, requested_by, requested_at) \
+                 VALUES (?1, ?2, ?3) ON CONFLICT (run_id) DO NOTHING",
+            )
+            .and_then(|mut stmt| stmt.execute(params![request.run.0, request.by, ms(request.at)]))
+            .map_err(|e| sql_error(self.path(), "recording a cancel request", e))?;
+        Ok(n > 0)
+    }
+
+    async fn cancel_get(&mut self, run: RunId) -> Res<Option<CancelRequest>> {
+        let path = self.path();
+        let row = self
+            .db
+            .conn
+            .prepare_cached(
+                "SELECT run_id, requested_by, requested_at FROM cancel_requests WHERE run_id = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([run.0], cancel_row).optional())
+            .map_err(|e| sql_error(path, "reading a cancel request", e))?;
+        Ok(row.map(|r| cancel_of(path, r)).transpose()?)
+    }
+
+    async fn cancels_of_node(&mut self, node: &NodeId) -> Res<Vec<CancelRequest>> {
+        let path = self.path();
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(
+                "SELECT c.run_id, c.requested_by, c.requested_at \
+                 FROM cancel_requests c JOIN runs r ON r.id = c.run_id \
+                 WHERE r.state = 'running' AND r.node_id = ?1 ORDER BY c.run_id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([&node.0], cancel_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "reading cancel requests", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| cancel_of(path, r))
             .collect::<StoreResult<_>>()?)
     }
 

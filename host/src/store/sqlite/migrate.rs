@@ -41,6 +41,8 @@ pub const MIGRATIONS: &[Migration] = &[
         "attempts_node_sessions",
         sql!("0005_attempts_node_sessions.sql"),
     ),
+    Migration::new(6, "pauses", sql!("0006_pauses.sql")),
+    Migration::new(7, "cancel_requests", sql!("0007_cancel_requests.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

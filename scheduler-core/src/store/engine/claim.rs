@@ -22,8 +22,11 @@ use super::{Conn, Dialect, Engine, Fail, NextFireMove, PendingDue, RETRY_PAUSES_
 use super::{Session, retrying};
 use crate::attempt::Attempt;
 use crate::job::{JobDef, JobId};
+use crate::pause::PauseKind;
 use crate::run::{Run, RunId, RunState};
-use crate::store::backend::{add, job_missing, next_firing, run_changed, run_missing};
+use crate::store::backend::{
+    add, advance, job_missing, outside_validity, run_changed, run_missing,
+};
 use crate::store::{ClaimParams, ClaimedRun, StoreError, StoreResult};
 
 static CLAIM_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -96,6 +99,10 @@ async fn claim_once<D: Dialect>(
     let what = "claiming due runs";
     let mut s = d.session(what).await?;
     let mut tx = s.begin(what).await?;
+    // A paused node claims nothing (its pause is in the database: any command may set it).
+    if tx.pause_get(PauseKind::Node, &p.node.0).await?.is_some() {
+        return Ok(Vec::new());
+    }
     tx.claim_begun(token).await?;
     let mut claimed = Vec::new();
     let mut handled: Vec<JobId> = Vec::new();
@@ -141,22 +148,24 @@ async fn claim_once<D: Dialect>(
                         continue;
                     };
                     handled.push(id);
-                    let (next, skips) = match &job.schedule {
-                        Some(s) => next_firing(s, fire),
-                        None => (None, Vec::new()),
-                    };
+                    let (next, skips) = advance(&job, fire);
                     moves.push(NextFireMove {
                         job: id,
                         old: fire,
                         new: next,
                     });
+                    // A fire outside the validity window (the window moved after the next
+                    // fire was stored) is recorded, never run.
                     for (at, reason) in skips {
                         runs.push(Run::skipped(id, at, reason, None, p.now));
                     }
-                    runs.push(
-                        p.new_run(id, fire, lease_until, &job.retry)
-                            .map_err(StoreError::from)?,
-                    );
+                    match outside_validity(&job, fire, p.now) {
+                        Some(skipped) => runs.push(skipped),
+                        None => runs.push(
+                            p.new_run(id, fire, lease_until, &job.retry)
+                                .map_err(StoreError::from)?,
+                        ),
+                    }
                     job.next_fire = next;
                     fired.push((key, *job));
                 }

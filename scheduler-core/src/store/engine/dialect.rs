@@ -26,8 +26,11 @@ use super::Fail;
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus, Registration};
+use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
-use crate::store::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError};
+use crate::store::{
+    CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError,
+};
 
 /// A primitive's result.
 pub type Res<T> = Result<T, Fail>;
@@ -450,6 +453,62 @@ pub trait Conn: Send {
     /// Every node, by id, with its running runs.
     fn node_list(&mut self) -> impl Future<Output = Res<Vec<NodeStatus>>> + Send;
 
+    // ---- pauses ----------------------------------------------------------------------
+
+    /// The hold of job `job` (its next fire kept aside while paused), if it is held.
+    fn hold_get(&mut self, job: JobId) -> impl Future<Output = Res<Option<Hold>>> + Send;
+
+    /// Records the hold of job `job` (the engine deletes an old one first in the same
+    /// transaction); removed with the job.
+    fn hold_insert(&mut self, job: JobId, hold: &Hold) -> impl Future<Output = Res<()>> + Send;
+
+    /// Removes the hold of job `job`; whether there was one.
+    fn hold_delete(&mut self, job: JobId) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Every hold, by job id.
+    fn holds_list(&mut self) -> impl Future<Output = Res<Vec<(JobId, Hold)>>> + Send;
+
+    /// The pause of group or node `name`, if any.
+    fn pause_get(
+        &mut self,
+        kind: PauseKind,
+        name: &str,
+    ) -> impl Future<Output = Res<Option<Pause>>> + Send;
+
+    /// Records the pause of group or node `name` unless it is paused already (then `false`,
+    /// nothing written).
+    fn pause_insert(
+        &mut self,
+        kind: PauseKind,
+        name: &str,
+        pause: &Pause,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Removes the pause of group or node `name`; whether there was one.
+    fn pause_delete(
+        &mut self,
+        kind: PauseKind,
+        name: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Every group and node pause, by kind then name.
+    fn pauses_list(&mut self) -> impl Future<Output = Res<Vec<(PauseKind, String, Pause)>>> + Send;
+
+    // ---- cancel requests -------------------------------------------------------------
+
+    /// Records `request` unless the run has one already (then `false`, nothing written);
+    /// removed with the run.
+    fn cancel_insert(&mut self, request: &CancelRequest) -> impl Future<Output = Res<bool>> + Send;
+
+    /// The cancel request of run `run`, if any.
+    fn cancel_get(&mut self, run: RunId)
+    -> impl Future<Output = Res<Option<CancelRequest>>> + Send;
+
+    /// The cancel requests of runs in state running on `node`, by run id.
+    fn cancels_of_node(
+        &mut self,
+        node: &NodeId,
+    ) -> impl Future<Output = Res<Vec<CancelRequest>>> + Send;
     /// The node lives that started before `to` and were last seen (stop, else heartbeat) at or
     /// after `from`, by start.
     fn node_sessions(

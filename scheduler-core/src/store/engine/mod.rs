@@ -19,9 +19,11 @@
 //! The engine performs no I/O of its own and reads no clock: it awaits the dialect's
 //! futures, and the pauses between retries are the dialect's ([`Dialect::pause`]).
 
+mod cancel;
 mod claim;
 mod dialect;
 mod fail;
+mod pause;
 mod slot;
 
 pub use dialect::{Conn, Dialect, FinishWrite, NextFireMove, PendingDue, Res, Session};
@@ -38,12 +40,13 @@ use super::backend::{
     recovery_event, run_changed, run_missing, stale_version, unfinishable,
 };
 use super::{
-    Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-    Store, StoreError, StoreResult,
+    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
+    PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration, registration};
+use crate::pause::{Pause, PauseTarget, Resumed};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// The rules of a store over dialect `D`. Cheap to clone when `D` is (clones share the
@@ -101,14 +104,17 @@ impl<D: Dialect> Engine<D> {
         let what = "inserting a job";
         retrying(d, what, || async {
             let mut s = d.session(what).await?;
-            let mut c = s.conn();
-            let stored = c
+            let mut tx = s.begin(what).await?;
+            let mut stored = tx
                 .job_insert(job, now)
                 .await?
                 .ok_or_else(|| name_taken(&job.name))?;
+            // A job added to a paused group is held from the start.
+            pause::keep_held(&mut tx, &mut stored, now).await?;
             if stored.next_fire.is_some() {
-                c.notify_due_sooner().await?;
+                tx.notify_due_sooner().await?;
             }
+            tx.commit().await?;
             Ok(stored)
         })
         .await
@@ -136,12 +142,14 @@ impl<D: Dialect> Engine<D> {
             {
                 return Err(name_taken(&job.name).into());
             }
-            let stored = tx.job_update_if_version(job, now).await?.ok_or_else(|| {
+            let mut stored = tx.job_update_if_version(job, now).await?.ok_or_else(|| {
                 StoreError::conflict(format!(
                     "job {} changed while updating it; reload it and apply your change again",
                     job.name
                 ))
             })?;
+            // A held job keeps its next fire aside; one moved out of a paused group resumes.
+            pause::keep_held(&mut tx, &mut stored, now).await?;
             tx.notify_due_sooner().await?;
             tx.commit().await?;
             Ok(stored)
@@ -197,6 +205,12 @@ impl<D: Dialect> Engine<D> {
         retrying(d, what, || async {
             let mut s = d.session(what).await?;
             let mut c = s.conn();
+            if new.is_some()
+                && let Some(hold) = c.hold_get(id).await?
+            {
+                let job = c.job_get(id).await?.ok_or_else(|| job_missing(id))?;
+                return Err(pause::held_refusal(&job, hold.pause.as_ref()).into());
+            }
             if c.job_set_next_fire_if(id, expected, new).await? {
                 if new.is_some() {
                     c.notify_due_sooner().await?;
@@ -715,5 +729,37 @@ impl<T: DialectStore> Store for T {
 
     async fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts> {
         self.engine().retention_purge(older_than).await
+    }
+
+    async fn pause(&self, target: &PauseTarget, pause: &Pause) -> StoreResult<Vec<JobId>> {
+        self.engine().pause(target, pause).await
+    }
+
+    async fn resume(&self, target: &PauseTarget, now: Timestamp) -> StoreResult<Resumed> {
+        self.engine().resume(target, now).await
+    }
+
+    async fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>> {
+        self.engine().job_paused(id).await
+    }
+
+    async fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>> {
+        self.engine().node_paused(node).await
+    }
+
+    async fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>> {
+        self.engine().pause_list().await
+    }
+
+    async fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome> {
+        self.engine().run_cancel(id, by, now).await
+    }
+
+    async fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>> {
+        self.engine().cancel_requests(node).await
+    }
+
+    async fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>> {
+        self.engine().cancel_request_of(id).await
     }
 }
