@@ -17,10 +17,12 @@ mod init;
 mod job;
 pub mod logging;
 mod nodes;
+mod notify;
 mod plugin;
 mod run;
 mod runs;
 mod schedule;
+mod service;
 mod signals;
 mod table;
 
@@ -65,6 +67,10 @@ enum Command {
     Init(init::InitArgs),
     /// Run the scheduler on the jobs of takt.toml and the database, printing every run.
     Run(run::RunArgs),
+    /// Install, start, stop or remove takt as a Windows service (Windows only; on Linux see
+    /// packaging/systemd/takt.service).
+    #[command(subcommand)]
+    Service(service::ServiceCmd),
 }
 
 /// Runs the command line and returns the process exit code: 0 on success, 1 when the command
@@ -83,9 +89,12 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    // `takt run` installs its logger once its config (and so `log_format`) is read.
-    if !matches!(cli.command, Command::Run(_))
-        && let Err(e) = logging::install(logging::LogFormat::Text, logging::COMMAND_FILTER)
+    // `takt run` (and the service, which is one) installs its logger once its config (and so
+    // `log_format`) is read.
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Service(service::ServiceCmd::Run(_))
+    ) && let Err(e) = logging::install(logging::LogFormat::Text, logging::COMMAND_FILTER)
     {
         errln!("error: {e:#}");
         return ExitCode::FAILURE;
@@ -101,6 +110,7 @@ pub fn main() -> ExitCode {
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Init(args) => init::run(args),
         Command::Run(args) => run::run(args),
+        Command::Service(cmd) => service::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -78,7 +78,7 @@ pub use clock::{Clock, OffsetClock, Sleep, SystemClock, TestClock};
 pub use identity::new_instance;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -447,6 +447,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             stopping: AtomicBool::new(false),
             taken_over: AtomicBool::new(false),
             paused: AtomicBool::new(false),
+            passes: AtomicU64::new(0),
             shutdown_grace: Mutex::new(Duration::ZERO),
             running: Mutex::new(HashMap::new()),
             finishing: Mutex::new(std::collections::HashSet::new()),
@@ -478,6 +479,8 @@ struct Shared<S> {
     taken_over: AtomicBool,
     /// Set by [`SchedulerHandle::pause`]: claim nothing until resumed.
     paused: AtomicBool,
+    /// Turns of the loop and of its drain ([`SchedulerHandle::loop_passes`]).
+    passes: AtomicU64,
     shutdown_grace: Mutex<Duration>,
     /// This node's runs in flight.
     running: Mutex<HashMap<RunId, InFlight>>,
@@ -721,6 +724,14 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         (&self.shared.config.node, &self.shared.config.instance)
     }
 
+    /// How many turns the scheduling loop (and, once stopping, its drain) has begun: a
+    /// liveness signal for a watchdog. A live loop turns at least every
+    /// [`SchedulerConfig::safety_poll`] and soon after every [`wake`](Self::wake); a loop
+    /// stuck in a call that never returns does not, and neither does one that has ended.
+    pub fn loop_passes(&self) -> u64 {
+        self.shared.passes.load(Ordering::Relaxed)
+    }
+
     /// Runs of this node in flight.
     pub fn running(&self) -> usize {
         self.shared.running_count()
@@ -804,6 +815,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
     // The next due instant as the last pass read it.
     let mut planned: Option<Timestamp> = None;
     while !shared.stopping.load(Ordering::SeqCst) {
+        shared.passes.fetch_add(1, Ordering::Relaxed);
         while runs.try_join_next().is_some() {}
         let now = shared.clock.now();
         // When the next due instant the last pass saw is at most `lookahead` away, this pass
@@ -949,6 +961,7 @@ async fn run_loop<S: Store + Clone + 'static>(shared: Arc<Shared<S>>, live: iden
 async fn drain<S: Store>(shared: &Shared<S>, runs: &mut JoinSet<()>, mut next_renew: Timestamp) {
     let started = tokio::time::Instant::now();
     loop {
+        shared.passes.fetch_add(1, Ordering::Relaxed);
         // Read on every turn: a second `shutdown` may have shortened it (and notified).
         let grace = *shared
             .shutdown_grace
