@@ -73,7 +73,7 @@ fn conformance_on_a_temp_file() {
     }));
     eprintln!("sqlite (file): {report}");
     report.expect_skipped(&[]);
-    assert_eq!(report.passed.len(), 24, "every check ran");
+    assert_eq!(report.passed.len(), 27, "every check ran");
 }
 
 #[test]
@@ -266,7 +266,8 @@ fn migrations_applied_twice_are_a_noop() {
             (1, "init"),
             (2, "claim_indexes"),
             (3, "node_identity"),
-            (4, "isolation_plugin_builds")
+            (4, "isolation_plugin_builds"),
+            (5, "alerts")
         ]
     );
     assert_eq!(
@@ -281,7 +282,7 @@ fn migrations_applied_twice_are_a_noop() {
     let rows: i64 = conn
         .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
         .expect("count");
-    assert_eq!(rows, 4, "each recorded once");
+    assert_eq!(rows, 5, "each recorded once");
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("journal mode");
@@ -339,7 +340,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, [2, 3, 4], "{events:?}");
+    assert_eq!(started, [2, 3, 4, 5], "{events:?}");
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");

@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use takt_core::alert::{AlertDelivery, AlertKey};
 
 use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId, JobName};
@@ -343,6 +344,10 @@ impl Store for AnyStore {
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
         fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts>;
+        fn alert_open(&self, key: &AlertKey, episode: &str, now: Timestamp) -> StoreResult<bool>;
+        fn alert_close(&self, key: &AlertKey, now: Timestamp) -> StoreResult<bool>;
+        fn alert_delivery_add(&self, delivery: &AlertDelivery) -> StoreResult<i64>;
+        fn alert_delivery_list(&self, limit: usize) -> StoreResult<Vec<AlertDelivery>>;
     }
 }
 

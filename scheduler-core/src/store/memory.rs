@@ -31,6 +31,7 @@ use super::engine::{
     Session, Slot,
 };
 use super::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves};
+use crate::alert::{AlertDelivery, AlertKey};
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, NodeStatus};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
@@ -144,6 +145,16 @@ enum Undo {
     Run(RunId, Option<Box<Run>>, Option<Vec<(u64, LogLine)>>),
     Logs(RunId, usize),
     Node(NodeId, Option<NodeStatus>),
+    Episode(AlertKey, Option<Episode>),
+    Delivery(i64),
+}
+
+/// An alert episode row: its key, when it opened, when it closed.
+#[derive(Clone, Debug)]
+struct Episode {
+    #[allow(dead_code)] // kept for the record, as the SQL stores keep it
+    key: String,
+    closed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -157,6 +168,10 @@ struct Inner {
     /// store never loses one, but it keeps the contract).
     tokens: HashMap<RunId, i64>,
     nodes: BTreeMap<NodeId, NodeStatus>,
+    /// Alert episodes by (subject, condition).
+    episodes: HashMap<AlertKey, Episode>,
+    deliveries: BTreeMap<i64, AlertDelivery>,
+    last_delivery: i64,
     last_job: i64,
     last_run: i64,
     last_seq: u64,
@@ -219,6 +234,17 @@ impl Inner {
                         self.nodes.remove(&id);
                     }
                 },
+                Undo::Episode(key, old) => match old {
+                    Some(e) => {
+                        self.episodes.insert(key, e);
+                    }
+                    None => {
+                        self.episodes.remove(&key);
+                    }
+                },
+                Undo::Delivery(id) => {
+                    self.deliveries.remove(&id);
+                }
             }
         }
         (self.last_job, self.last_run, self.last_seq) = journal.counters;
@@ -834,6 +860,82 @@ impl Conn for MemoryConn<'_> {
     async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
         let inner = &*self.inner;
         Ok(inner.nodes.values().map(|n| inner.node_status(n)).collect())
+    }
+
+    // ---- alerts ------------------------------------------------------------------------
+
+    async fn alert_reopen(&mut self, key: &AlertKey, episode: &str, _now: Timestamp) -> Res<bool> {
+        let inner = &mut *self.inner;
+        match inner.episodes.get(key).cloned() {
+            Some(old) if old.closed => {
+                inner.journal(Undo::Episode(key.clone(), Some(old)));
+                inner.episodes.insert(
+                    key.clone(),
+                    Episode {
+                        key: episode.to_string(),
+                        closed: false,
+                    },
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn alert_insert(&mut self, key: &AlertKey, episode: &str, _now: Timestamp) -> Res<bool> {
+        let inner = &mut *self.inner;
+        if inner.episodes.contains_key(key) {
+            return Ok(false);
+        }
+        inner.journal(Undo::Episode(key.clone(), None));
+        inner.episodes.insert(
+            key.clone(),
+            Episode {
+                key: episode.to_string(),
+                closed: false,
+            },
+        );
+        Ok(true)
+    }
+
+    async fn alert_close(&mut self, key: &AlertKey, _now: Timestamp) -> Res<bool> {
+        let inner = &mut *self.inner;
+        match inner.episodes.get(key).cloned() {
+            Some(old) if !old.closed => {
+                inner.journal(Undo::Episode(key.clone(), Some(old.clone())));
+                inner.episodes.insert(
+                    key.clone(),
+                    Episode {
+                        closed: true,
+                        ..old
+                    },
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn alert_delivery_insert(&mut self, delivery: &AlertDelivery) -> Res<i64> {
+        let inner = &mut *self.inner;
+        inner.last_delivery += 1;
+        let id = inner.last_delivery;
+        inner.journal(Undo::Delivery(id));
+        let mut row = delivery.clone();
+        row.id = Some(id);
+        inner.deliveries.insert(id, row);
+        Ok(id)
+    }
+
+    async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {
+        Ok(self
+            .inner
+            .deliveries
+            .values()
+            .rev()
+            .take(limit)
+            .cloned()
+            .collect())
     }
 
     // ---- logs, retention ---------------------------------------------------------------

@@ -31,6 +31,7 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0003_isolation_plugin_builds.sql"),
     ),
+    Migration::new(4, "alerts", sql!("0004_alerts.sql")),
 ];
 
 /// The schema version this binary writes for SQL Server.

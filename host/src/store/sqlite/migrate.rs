@@ -36,6 +36,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0004_isolation_plugin_builds.sql"),
     ),
+    Migration::new(5, "alerts", sql!("0005_alerts.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).
