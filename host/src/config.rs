@@ -148,6 +148,8 @@ pub struct Config {
     /// each overridable by `TAKT_HTTP_CONNECTION_<NAME>`); its `Debug` never shows a header
     /// value.
     pub http: takt_plugin_http::HttpOptions,
+    /// `[alerts]`: channels (secrets from `TAKT_ALERT_<CHANNEL>_*`) and routing rules.
+    pub alerts: std::sync::Arc<crate::alerts::AlertsConfig>,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
 }
@@ -177,6 +179,8 @@ struct FileConfig {
     sql: SqlSection,
     #[serde(default)]
     http_client: HttpClientSection,
+    #[serde(default)]
+    alerts: crate::alerts::AlertsFile,
     #[serde(default)]
     jobs: Vec<JobEntry>,
 }
@@ -302,7 +306,7 @@ impl Config {
             key: key.to_string(),
             message,
         };
-        let raw: FileConfig = toml::from_str(text).map_err(|e| {
+        let mut raw: FileConfig = toml::from_str(text).map_err(|e| {
             let key = e
                 .span()
                 .map(|s| {
@@ -445,6 +449,12 @@ impl Config {
             };
             http.add(name, &spec, &source).map_err(|e| err(&key, e))?;
         }
+        let alerts = crate::alerts::AlertsConfig::resolve(
+            std::mem::take(&mut raw.alerts),
+            &|name| env(name),
+            &|t| parse_duration(t).map_err(|e| e.to_string()),
+        )
+        .map_err(|(key, message)| err(&key, message))?;
         let tags: Vec<String> = match env("TAKT_NODE_TAGS") {
             Some(v) => v
                 .split(',')
@@ -607,6 +617,7 @@ impl Config {
             exe_allowlist_source,
             sql,
             http,
+            alerts: std::sync::Arc::new(alerts),
             jobs,
         })
     }

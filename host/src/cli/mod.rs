@@ -11,6 +11,7 @@
 #[macro_use]
 pub(crate) mod out;
 
+mod alerts;
 mod args;
 mod db;
 mod init;
@@ -51,6 +52,8 @@ enum Command {
     Logs(runs::LogsArgs),
     /// The host nodes on a shared (PostgreSQL) database: heartbeats, capacity, running runs.
     Nodes(nodes::NodesArgs),
+    /// The alert deliveries, newest first: sent, failed (and why), suppressed (and why).
+    Alerts(alerts::AlertsArgs),
     /// Database maintenance.
     #[command(subcommand)]
     Db(db::DbCmd),
@@ -104,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::runs(args),
         Command::Logs(args) => runs::logs(args),
         Command::Nodes(args) => nodes::nodes(args),
+        Command::Alerts(args) => alerts::alerts(args),
         Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),
         Command::Cron(cmd) => schedule::run_cron(cmd),

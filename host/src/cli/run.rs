@@ -284,6 +284,23 @@ async fn host(
         handle.shutdown(Duration::ZERO).await;
         return Err(e);
     }
+    // Alerts read this node's run ends and the store; they never hold the loop.
+    let alerter = if config.alerts.is_empty() {
+        None
+    } else {
+        outln!(
+            "alerts: {} rules on channels {}",
+            config.alerts.rules_len(),
+            config.alerts.channel_names().join(", ")
+        )?;
+        Some(crate::alerts::start(
+            store.clone(),
+            config.alerts.clone(),
+            config.node_id.clone(),
+            config.lease,
+            handle.subscribe(),
+        ))
+    };
     let mut names: HashMap<JobId, String> = store
         .job_list()
         .await?
@@ -390,6 +407,9 @@ async fn host(
     )
     .await?;
     keeper.abort();
+    if let Some(a) = alerter {
+        a.stop();
+    }
     if let Some(w) = watchdog {
         w.abort();
     }
