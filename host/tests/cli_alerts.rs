@@ -1,0 +1,443 @@
+//! Alerts from `takt run` against real servers the tests start: an SMTP sink (a small SMTP
+//! server written here: greeting, EHLO, MAIL, RCPT, DATA, QUIT) and an HTTP receiver. A job
+//! failing ten times in a row gives one alert, then one "recovered"; a hung SMTP server (it
+//! accepts and never answers) delays no run; a long-running run is reported once.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::http::{Reply, Server};
+use common::process::Host;
+use common::takt_command;
+use takt_core::run::{Run, RunState};
+use takt_core::store::conformance::block_on;
+use takt_core::store::{RunFilter, Store};
+use takt_host::store::{SqliteOptions, SqliteStore};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("takt-alerts-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the temp dir can be created");
+    dir
+}
+
+/// A mail as the sink received it.
+#[derive(Clone, Debug)]
+struct Mail {
+    rcpt: Vec<String>,
+    data: String,
+}
+
+/// An SMTP server on 127.0.0.1 that accepts every mail (or, `hung`, accepts connections and
+/// never says a word).
+struct SmtpSink {
+    port: u16,
+    mails: Arc<Mutex<Vec<Mail>>>,
+    connections: Arc<Mutex<usize>>,
+}
+
+impl SmtpSink {
+    fn start(hung: bool) -> SmtpSink {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mails: Arc<Mutex<Vec<Mail>>> = Arc::default();
+        let connections: Arc<Mutex<usize>> = Arc::default();
+        let (m, c) = (mails.clone(), connections.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                *c.lock().unwrap() += 1;
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    if hung {
+                        // Holds the connection open, silent, until the client gives up.
+                        let mut buf = [0u8; 1024];
+                        let mut s = stream;
+                        while std::io::Read::read(&mut s, &mut buf).is_ok_and(|n| n > 0) {}
+                        return;
+                    }
+                    let _ = serve_smtp(stream, &m);
+                });
+            }
+        });
+        SmtpSink {
+            port,
+            mails,
+            connections,
+        }
+    }
+
+    fn mails(&self) -> Vec<Mail> {
+        self.mails.lock().unwrap().clone()
+    }
+}
+
+fn serve_smtp(stream: TcpStream, mails: &Mutex<Vec<Mail>>) -> std::io::Result<()> {
+    let mut w = stream.try_clone()?;
+    let mut r = BufReader::new(stream);
+    w.write_all(b"220 sink.test ESMTP\r\n")?;
+    let mut rcpt = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let cmd = line.trim_end().to_ascii_uppercase();
+        if cmd.starts_with("EHLO") || cmd.starts_with("HELO") {
+            w.write_all(b"250-sink.test\r\n250 8BITMIME\r\n")?;
+        } else if cmd.starts_with("MAIL FROM") {
+            rcpt.clear();
+            w.write_all(b"250 ok\r\n")?;
+        } else if cmd.starts_with("RCPT TO") {
+            rcpt.push(line.trim_end()[8..].trim().to_string());
+            w.write_all(b"250 ok\r\n")?;
+        } else if cmd == "DATA" {
+            w.write_all(b"354 go on\r\n")?;
+            let mut data = String::new();
+            loop {
+                line.clear();
+                if r.read_line(&mut line)? == 0 {
+                    return Ok(());
+                }
+                if line == ".\r\n" {
+                    break;
+                }
+                data.push_str(&line);
+            }
+            mails.lock().unwrap().push(Mail {
+                rcpt: rcpt.clone(),
+                data,
+            });
+            w.write_all(b"250 queued\r\n")?;
+        } else if cmd == "QUIT" {
+            w.write_all(b"221 bye\r\n")?;
+            return Ok(());
+        } else {
+            w.write_all(b"250 ok\r\n")?;
+        }
+    }
+}
+
+fn store(dir: &Path) -> SqliteStore {
+    SqliteStore::open(dir.join("takt.db"), &SqliteOptions::default()).expect("the database opens")
+}
+
+fn runs(store: &SqliteStore, state: Option<RunState>) -> Vec<Run> {
+    block_on(store.run_list(&RunFilter {
+        job: None,
+        state,
+        limit: 1000,
+    }))
+    .unwrap()
+}
+
+/// The webhook bodies received, as JSON.
+fn hooks(server: &Server) -> Vec<serde_json::Value> {
+    server
+        .requests()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).expect("the webhook body is JSON"))
+        .collect()
+}
+
+fn deliveries(dir: &Path) -> Vec<serde_json::Value> {
+    let out = takt_command(dir)
+        .args(["alerts", "--json", "--limit", "1000", "--db", "takt.db"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("takt alerts --json")
+}
+
+fn count(list: &[serde_json::Value], f: impl Fn(&serde_json::Value) -> bool) -> usize {
+    list.iter().filter(|v| f(v)).count()
+}
+
+#[test]
+fn ten_failures_give_one_alert_then_one_recovered() {
+    let dir = temp_dir("flaky");
+    let smtp = SmtpSink::start(false);
+    let hook = Server::start(|_| Reply::with(204, "text/plain", ""));
+    std::fs::write(
+        dir.join("takt.toml"),
+        format!(
+            r#"plugin_dir = {plugins:?}
+node_id = "n1"
+
+[[jobs]]
+name = "flaky"
+handler = "exe::run"
+every = "1s"
+params = {{ program = "/bin/sh", args = ["-c", "test -f ok"], cwd = {dir:?} }}
+
+[alerts]
+check_interval = "1s"
+timeout = "5s"
+
+[[alerts.channels]]
+name = "ops-mail"
+smtp = "smtp://127.0.0.1:{port}"
+from = "takt@factory.test"
+to = ["mes-ops@factory.test", "shift@factory.test"]
+
+[[alerts.channels]]
+name = "hook"
+webhook = "{hook}"
+
+[[alerts.rules]]
+on = ["failed", "timed_out", "recovered"]
+jobs = ["fl*"]
+channels = ["ops-mail", "hook"]
+"#,
+            plugins = common::profile_dir().display().to_string(),
+            dir = dir.display().to_string(),
+            port = smtp.port,
+            hook = hook.url("/hooks/takt"),
+        ),
+    )
+    .unwrap();
+    let mut host = Host::spawn(
+        takt_command(&dir)
+            .args(["run", "--for", "5m"])
+            .env("TAKT_ALERT_HOOK_SECRET", "hook-secret"),
+        &dir,
+        "flaky",
+    );
+    host.wait_for_line("alerts: 1 rules on channels ops-mail, hook");
+    let db = store(&dir);
+    host.wait_for("ten failed runs", || {
+        (runs(&db, Some(RunState::Failed)).len() >= 10).then_some(())
+    });
+    std::fs::write(dir.join("ok"), "").unwrap();
+    host.wait_for("a success, the recovered notice on both channels", || {
+        (!runs(&db, Some(RunState::Succeeded)).is_empty()
+            && hooks(&hook).len() >= 2
+            && smtp.mails().len() >= 2)
+            .then_some(())
+    });
+    // Successes go on; nothing more is sent.
+    std::thread::sleep(Duration::from_secs(3));
+    host.signal("TERM");
+    assert_eq!(host.wait_exit().code(), Some(0), "{}", host.output());
+
+    let bodies = hooks(&hook);
+    assert_eq!(bodies.len(), 2, "{bodies:#?}");
+    assert_eq!(bodies[0]["kind"], "firing");
+    assert_eq!(bodies[0]["condition"], "failed");
+    assert_eq!(bodies[0]["job"], "flaky");
+    assert_eq!(bodies[1]["kind"], "recovered");
+    assert!(
+        bodies[1]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("job flaky recovered"),
+        "{bodies:#?}"
+    );
+    for r in hook.requests() {
+        assert_eq!(
+            r.header(takt_host::alerts::SIGNATURE_HEADER),
+            Some(takt_host::alerts::signature("hook-secret", &r.body).as_str()),
+            "signed"
+        );
+        assert_eq!(r.path(), "/hooks/takt");
+    }
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 2, "{mails:#?}");
+    for m in &mails {
+        assert_eq!(
+            m.rcpt,
+            ["<mes-ops@factory.test>", "<shift@factory.test>"],
+            "{m:?}"
+        );
+    }
+    assert!(
+        mails[0]
+            .data
+            .contains("Subject: [takt] job flaky failed after its last retry"),
+        "{}",
+        mails[0].data
+    );
+    assert!(
+        mails[1]
+            .data
+            .contains("Subject: [takt] job flaky recovered"),
+        "{}",
+        mails[1].data
+    );
+
+    // Recorded: two sent per channel, the other failures suppressed as duplicates.
+    let d = deliveries(&dir);
+    for channel in ["ops-mail", "hook"] {
+        let sent = count(&d, |v| v["channel"] == channel && v["outcome"] == "sent");
+        assert_eq!(sent, 2, "{channel}: {d:#?}");
+        let dup = count(&d, |v| {
+            v["channel"] == channel
+                && v["outcome"] == "suppressed"
+                && v["detail"].as_str().unwrap().contains("duplicate")
+        });
+        assert!(dup >= 9, "{channel}: {dup} duplicates\n{d:#?}");
+    }
+    let table = takt_command(&dir)
+        .args(["alerts", "--db", "takt.db"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.lines().next().unwrap().starts_with("at"),
+        "a table with a header: {text}"
+    );
+    assert!(text.contains("job:flaky"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_hung_smtp_server_delays_no_run() {
+    let dir = temp_dir("hung");
+    let smtp = SmtpSink::start(true);
+    std::fs::write(
+        dir.join("takt.toml"),
+        format!(
+            r#"plugin_dir = {plugins:?}
+node_id = "n1"
+
+[[jobs]]
+name = "broken"
+handler = "exe::run"
+every = "1s"
+params = {{ program = "/bin/sh", args = ["-c", "exit 3"] }}
+
+[alerts]
+timeout = "2s"
+
+[[alerts.channels]]
+name = "mail"
+smtp = "smtp://127.0.0.1:{port}"
+from = "takt@factory.test"
+to = ["ops@factory.test"]
+
+[[alerts.rules]]
+on = ["failed"]
+jobs = ["*"]
+channels = ["mail"]
+"#,
+            plugins = common::profile_dir().display().to_string(),
+            port = smtp.port,
+        ),
+    )
+    .unwrap();
+    let mut host = Host::spawn(
+        takt_command(&dir).args(["run", "--for", "5m"]),
+        &dir,
+        "hung",
+    );
+    host.wait_for_line("alerts: 1 rules");
+    let db = store(&dir);
+    host.wait_for("the failed delivery recorded", || {
+        let d = deliveries(&dir);
+        (count(&d, |v| v["outcome"] == "failed") >= 1).then_some(())
+    });
+    // Runs went on meanwhile, each at its fire time.
+    let t0 = Instant::now();
+    let before = runs(&db, Some(RunState::Failed)).len();
+    host.wait_for("four more runs", || {
+        (runs(&db, Some(RunState::Failed)).len() >= before + 4).then_some(())
+    });
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "every-second runs kept their pace: {:?}",
+        t0.elapsed()
+    );
+    host.signal("TERM");
+    assert_eq!(host.wait_exit().code(), Some(0), "{}", host.output());
+    let all = runs(&db, None);
+    let late: Vec<_> = all
+        .iter()
+        .filter_map(|r| r.started_at.map(|s| s.duration_since(r.fire_time)))
+        .filter(|d| d.as_millis() > 1500)
+        .collect();
+    assert!(late.is_empty(), "runs started late: {late:?}");
+    let d = deliveries(&dir);
+    let failed: Vec<_> = d.iter().filter(|v| v["outcome"] == "failed").collect();
+    assert_eq!(failed.len(), 1, "one alert, one failed delivery: {d:#?}");
+    assert!(
+        failed[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not delivered: no answer within 2s"),
+        "{failed:#?}"
+    );
+    assert!(*smtp.connections.lock().unwrap() >= 1);
+    assert!(smtp.mails().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_long_running_run_is_reported_once_while_it_runs() {
+    let dir = temp_dir("slow");
+    let hook = Server::start(|_| Reply::with(200, "application/json", "{}"));
+    std::fs::write(
+        dir.join("takt.toml"),
+        format!(
+            r#"plugin_dir = {plugins:?}
+node_id = "n1"
+
+[[jobs]]
+name = "slow"
+handler = "exe::run"
+group = "etl"
+params = {{ program = "/bin/sh", args = ["-c", "sleep 5"] }}
+
+[alerts]
+check_interval = "1s"
+
+[[alerts.channels]]
+name = "chat"
+webhook = "{hook}"
+template = '{{"text": "{{{{ summary }}}}", "job": "{{{{ job }}}}"}}'
+
+[[alerts.rules]]
+on = ["long_running"]
+groups = ["et*"]
+long_running = "1s"
+channels = ["chat"]
+"#,
+            plugins = common::profile_dir().display().to_string(),
+            hook = hook.url("/chat"),
+        ),
+    )
+    .unwrap();
+    let mut host = Host::spawn(
+        takt_command(&dir).args(["run", "--for", "5m"]),
+        &dir,
+        "slow",
+    );
+    host.wait_for_line("alerts: 1 rules");
+    let out = takt_command(&dir)
+        .args(["job", "trigger", "slow", "--db", "takt.db"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let db = store(&dir);
+    host.wait_for("the run to end", || {
+        (!runs(&db, Some(RunState::Succeeded)).is_empty()).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    host.signal("TERM");
+    assert_eq!(host.wait_exit().code(), Some(0), "{}", host.output());
+    let bodies = hooks(&hook);
+    assert_eq!(bodies.len(), 1, "once, not once per check: {bodies:#?}");
+    assert_eq!(bodies[0]["job"], "slow", "the template's shape");
+    let text = bodies[0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("job slow run ") && text.contains("longer than 1s"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
