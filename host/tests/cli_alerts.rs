@@ -441,3 +441,89 @@ channels = ["chat"]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two nodes on one PostgreSQL database run three failing jobs between them: each job's
+/// alert and its "recovered" are sent once in all, whichever node ran which run; then one
+/// node is killed and the other reports it down, once.
+#[test]
+fn two_nodes_send_each_alert_once() {
+    let Some(url) = common::backend_url("postgres", "TAKT_TEST_PG_URL") else {
+        return;
+    };
+    let dir = temp_dir("two-nodes");
+    let schema = format!("takt_alerts_{}", std::process::id());
+    let pg = common::pg::Pg::connect(&url);
+    pg.exec(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    let hook = Server::start(|_| Reply::with(204, "text/plain", ""));
+    let mut text = format!(
+        "database = \"{url}\"\nplugin_dir = {:?}\nlease = \"3s\"\nrenew_every = \"1s\"\n\
+         grace = \"2s\"\n\n[postgres]\nschema = \"{schema}\"\n\n[alerts]\ncheck_interval = \"1s\"\n\n\
+         [[alerts.channels]]\nname = \"hook\"\nwebhook = \"{}\"\n\n[[alerts.rules]]\n\
+         on = [\"failed\", \"recovered\", \"node_down\"]\njobs = [\"*\"]\nchannels = [\"hook\"]\n",
+        common::profile_dir().display().to_string(),
+        hook.url("/hook")
+    );
+    for i in 0..3 {
+        text.push_str(&format!(
+            "\n[[jobs]]\nname = \"flaky-{i}\"\nhandler = \"exe::run\"\nevery = \"1s\"\n\
+             params = {{ program = \"/bin/sh\", args = [\"-c\", \"test -f ok\"], cwd = {:?} }}\n",
+            dir.display().to_string()
+        ));
+    }
+    std::fs::write(dir.join("takt.toml"), text).unwrap();
+    let spawn = |id: &str| {
+        Host::spawn(
+            takt_command(&dir)
+                .args(["run", "--for", "5m"])
+                .env("TAKT_NODE_ID", id),
+            &dir,
+            id,
+        )
+    };
+    let mut a = spawn("node-a");
+    a.wait_for_line("alerts: 1 rules");
+    let mut b = spawn("node-b");
+    b.wait_for_line("alerts: 1 rules");
+    let failed_on = |node: &str| {
+        pg.count(&format!(
+            "SELECT COUNT(*) FROM {schema}.runs WHERE state = 'failed' AND node_id = '{node}'"
+        ))
+    };
+    a.wait_for("failures on both nodes", || {
+        (failed_on("node-a") >= 3 && failed_on("node-b") >= 3).then_some(())
+    });
+    std::fs::write(dir.join("ok"), "").unwrap();
+    a.wait_for("a success of every job", || {
+        (pg.count(&format!(
+            "SELECT COUNT(DISTINCT job_id) FROM {schema}.runs WHERE state = 'succeeded'"
+        )) == 3)
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let bodies = hooks(&hook);
+    for i in 0..3 {
+        let job = format!("flaky-{i}");
+        for kind in ["firing", "recovered"] {
+            assert_eq!(
+                count(&bodies, |v| v["job"] == job.as_str() && v["kind"] == kind),
+                1,
+                "{job} {kind}: {bodies:#?}"
+            );
+        }
+    }
+    // Node b dies without a word; node a reports it once.
+    b.child.kill().unwrap();
+    let _ = b.child.wait();
+    a.wait_for("node-b reported down", || {
+        (count(&hooks(&hook), |v| v["condition"] == "node_down") > 0).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let down = count(&hooks(&hook), |v| {
+        v["condition"] == "node_down" && v["subject"] == "node:node-b"
+    });
+    assert_eq!(down, 1, "{:#?}", hooks(&hook));
+    a.signal("TERM");
+    assert_eq!(a.wait_exit().code(), Some(0), "{}", a.output());
+    pg.exec(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
