@@ -527,3 +527,106 @@ fn two_nodes_send_each_alert_once() {
     pg.exec(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Past a channel's rate limit alerts are held back (recorded as suppressed) and sent as one
+/// digest when the window allows again; skipped fires alert by reason.
+#[test]
+fn the_rate_limit_holds_alerts_for_one_digest_and_skips_alert_by_reason() {
+    let dir = temp_dir("digest");
+    let hook = Server::start(|_| Reply::with(200, "text/plain", "ok"));
+    let mut text = format!(
+        "plugin_dir = {:?}\nnode_id = \"n1\"\n\n[alerts]\nrate_limit = 2\nrate_window = \"6s\"\n\
+         check_interval = \"1s\"\n\n[[alerts.channels]]\nname = \"hook\"\nwebhook = \"{}\"\n\n\
+         [[alerts.rules]]\non = [\"failed\"]\njobs = [\"broken-*\"]\nchannels = [\"hook\"]\n\n\
+         [[alerts.rules]]\non = [\"skipped\"]\njobs = [\"busy\"]\nskip_reasons = [\"overlap\"]\n\
+         channels = [\"hook\"]\n",
+        common::profile_dir().display().to_string(),
+        hook.url("/hook")
+    );
+    for i in 0..5 {
+        text.push_str(&format!(
+            "\n[[jobs]]\nname = \"broken-{i}\"\nhandler = \"exe::run\"\n\
+             params = {{ program = \"/bin/sh\", args = [\"-c\", \"exit 1\"] }}\n"
+        ));
+    }
+    text.push_str(
+        "\n[[jobs]]\nname = \"busy\"\nhandler = \"exe::run\"\nevery = \"1s\"\noverlap = \"skip\"\n\
+         params = { program = \"/bin/sh\", args = [\"-c\", \"sleep 3; exit 1\"] }\n",
+    );
+    std::fs::write(dir.join("takt.toml"), text).unwrap();
+    let mut host = Host::spawn(
+        takt_command(&dir).args(["run", "--for", "5m"]),
+        &dir,
+        "digest",
+    );
+    host.wait_for_line("alerts: 2 rules");
+    for i in 0..5 {
+        let out = takt_command(&dir)
+            .args(["job", "trigger", &format!("broken-{i}"), "--db", "takt.db"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    host.wait_for("the digest", || {
+        hooks(&hook)
+            .iter()
+            .any(|v| v["kind"] == "digest")
+            .then_some(())
+    });
+    host.signal("TERM");
+    assert_eq!(host.wait_exit().code(), Some(0), "{}", host.output());
+    let bodies = hooks(&hook);
+    let firing = count(&bodies, |v| v["kind"] == "firing");
+    let digest: Vec<_> = bodies.iter().filter(|v| v["kind"] == "digest").collect();
+    assert_eq!(digest.len(), 1, "{bodies:#?}");
+    let held = digest[0]["summary"]
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse::<usize>()
+        .unwrap();
+    // Five failures and at least one overlap skip: two go out, the rest wait for the digest.
+    assert_eq!(
+        count(&bodies, |v| v["kind"] == "firing"
+            && v["condition"] == "failed")
+            + count(&bodies, |v| v["kind"] == "firing"
+                && v["condition"] == "skipped"),
+        2,
+        "{bodies:#?}"
+    );
+    assert!(
+        firing + held >= 6,
+        "{firing} sent, {held} held\n{bodies:#?}"
+    );
+    let detail = digest[0]["detail"].as_str().unwrap();
+    assert_eq!(detail.lines().count(), held, "{detail}");
+    let d = deliveries(&dir);
+    let limited = count(&d, |v| {
+        v["outcome"] == "suppressed"
+            && v["detail"]
+                .as_str()
+                .unwrap()
+                .contains("rate limit (2 per 6s)")
+    });
+    assert_eq!(limited, held, "{d:#?}");
+    // The skipped fires of busy (which never succeeds, so its episode stays open) alerted
+    // once, by their reason.
+    let skipped: Vec<_> = d
+        .iter()
+        .filter(|v| v["condition"] == "skipped" && v["kind"] == "firing")
+        .filter(|v| {
+            v["outcome"] != "suppressed" || v["detail"].as_str().unwrap().contains("rate limit")
+        })
+        .collect();
+    assert_eq!(skipped.len(), 1, "{d:#?}");
+    assert!(
+        skipped[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("was skipped (overlap)"),
+        "{skipped:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
