@@ -183,8 +183,34 @@ struct Rule {
     jobs: Vec<glob::Pattern>,
     groups: Vec<glob::Pattern>,
     channels: Vec<usize>,
-    long_running: Option<Duration>,
+    long_running: Option<LongRunning>,
     skip_reasons: Vec<String>,
+}
+
+/// A rule's `long_running` limit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum LongRunning {
+    /// `"30m"`: a fixed duration.
+    Fixed(Duration),
+    /// `"3x p95"`: that many times the 95th percentile of the job's recent successful
+    /// durations (none until [`P95_MIN_SAMPLES`] successes are recorded).
+    P95(f64),
+}
+
+/// The successful runs a p95 limit needs before it applies, and the most it reads.
+const P95_MIN_SAMPLES: usize = 5;
+const P95_SAMPLES: usize = 50;
+/// How long a job's p95 is reused before it is read again.
+const P95_REFRESH: Duration = Duration::from_secs(60);
+
+/// The 95th percentile (nearest rank) of `durations`; `None` below [`P95_MIN_SAMPLES`].
+fn p95(mut durations: Vec<Duration>) -> Option<Duration> {
+    if durations.len() < P95_MIN_SAMPLES {
+        return None;
+    }
+    durations.sort();
+    let rank = (durations.len() as f64 * 0.95).ceil() as usize;
+    durations.get(rank.saturating_sub(1)).copied()
 }
 
 /// `[alerts]`, resolved: channels with their secrets, rules with their globs.
@@ -446,9 +472,35 @@ impl AlertsConfig {
                     "name at least one channel".into(),
                 ));
             }
-            let long_running = match &r.long_running {
+            let long_running = match r.long_running.as_deref().map(str::trim) {
                 None => None,
-                Some(_) => Some(dur(&format!("{key}.long_running"), &r.long_running, 0)?),
+                Some(t) if t.ends_with("p95") => {
+                    let k = t
+                        .trim_end_matches("p95")
+                        .trim()
+                        .trim_end_matches(['x', '*'])
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|k| k.is_finite() && *k >= 1.0);
+                    match k {
+                        Some(k) => Some(LongRunning::P95(k)),
+                        None => {
+                            return Err((
+                                format!("{key}.long_running"),
+                                format!(
+                                    "\"{t}\": write a factor of at least 1 before p95, such \
+                                     as \"3x p95\", or a duration such as \"30m\""
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Some(_) => Some(LongRunning::Fixed(dur(
+                    &format!("{key}.long_running"),
+                    &r.long_running,
+                    0,
+                )?)),
             };
             if on.contains(&Condition::LongRunning) != long_running.is_some() {
                 return Err((
@@ -532,11 +584,10 @@ impl AlertsConfig {
         out
     }
 
-    /// The smallest `long_running` limit of the rules that match `job`.
-    fn long_running_limit(&self, job: &JobDef) -> Option<Duration> {
+    /// The `long_running` limits of the rules that match `job`.
+    fn long_running_limits(&self, job: &JobDef) -> Vec<LongRunning> {
         self.rules
             .iter()
-            .filter(|r| r.long_running.is_some())
             .filter(|r| {
                 r.jobs.iter().any(|g| g.matches(job.name.as_str()))
                     || job
@@ -545,6 +596,17 @@ impl AlertsConfig {
                         .is_some_and(|grp| r.groups.iter().any(|g| g.matches(grp)))
             })
             .filter_map(|r| r.long_running)
+            .collect()
+    }
+
+    /// The smallest limit of `limits` given the job's p95 (`None`: not known yet).
+    fn long_running_limit(limits: &[LongRunning], p95: Option<Duration>) -> Option<Duration> {
+        limits
+            .iter()
+            .filter_map(|l| match l {
+                LongRunning::Fixed(d) => Some(*d),
+                LongRunning::P95(k) => p95.map(|p| p.mul_f64(*k)),
+            })
             .min()
     }
 }
@@ -840,6 +902,8 @@ async fn watch<S: Store>(ctx: Arc<Ctx<S>>) {
     // Skipped runs recorded before this start are history, not news.
     let mut seen_skip = latest_skipped(&ctx.store).await.unwrap_or(0);
     let mut jobs: HashMap<takt_core::job::JobId, JobDef> = HashMap::new();
+    let mut p95s: HashMap<takt_core::job::JobId, (tokio::time::Instant, Option<Duration>)> =
+        HashMap::new();
     let mut tick = tokio::time::interval(ctx.config.check_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -867,7 +931,16 @@ async fn watch<S: Store>(ctx: Arc<Ctx<S>>) {
                 else {
                     continue;
                 };
-                let Some(limit) = ctx.config.long_running_limit(def) else {
+                let limits = ctx.config.long_running_limits(def);
+                if limits.is_empty() {
+                    continue;
+                }
+                let p95 = if limits.iter().any(|l| matches!(l, LongRunning::P95(_))) {
+                    job_p95(&ctx.store, &mut p95s, def).await
+                } else {
+                    None
+                };
+                let Some(limit) = AlertsConfig::long_running_limit(&limits, p95) else {
                     continue;
                 };
                 let for_long = now.duration_since(started);
@@ -982,6 +1055,31 @@ async fn watch<S: Store>(ctx: Arc<Ctx<S>>) {
             }
         }
     }
+}
+
+/// The job's p95 of recent successful durations, read at most every [`P95_REFRESH`].
+async fn job_p95<S: Store>(
+    store: &S,
+    cache: &mut HashMap<takt_core::job::JobId, (tokio::time::Instant, Option<Duration>)>,
+    job: &JobDef,
+) -> Option<Duration> {
+    let id = job.id?;
+    if let Some((at, p)) = cache.get(&id)
+        && at.elapsed() < P95_REFRESH
+    {
+        return *p;
+    }
+    let runs = store
+        .run_list(&RunFilter {
+            job: Some(id),
+            state: Some(RunState::Succeeded),
+            limit: P95_SAMPLES,
+        })
+        .await
+        .ok()?;
+    let p = p95(runs.iter().filter_map(|r| r.elapsed).collect());
+    cache.insert(id, (tokio::time::Instant::now(), p));
+    p
 }
 
 async fn latest_skipped<S: Store>(store: &S) -> Option<i64> {
@@ -1388,6 +1486,48 @@ channels = ["ops-mail", "hook"]
     }
 
     #[test]
+    fn p95_limits_need_samples_and_take_the_smallest() {
+        let secs = |v: &[u64]| {
+            v.iter()
+                .map(|s| Duration::from_secs(*s))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(p95(secs(&[1, 2, 3, 4])), None, "too few samples");
+        assert_eq!(p95(secs(&[5, 1, 4, 2, 3])), Some(Duration::from_secs(5)));
+        let twenty: Vec<u64> = (1..=20).collect();
+        assert_eq!(p95(secs(&twenty)), Some(Duration::from_secs(19)));
+        let limits = [
+            LongRunning::P95(3.0),
+            LongRunning::Fixed(Duration::from_secs(3600)),
+        ];
+        assert_eq!(
+            AlertsConfig::long_running_limit(&limits, Some(Duration::from_secs(60))),
+            Some(Duration::from_secs(180))
+        );
+        assert_eq!(
+            AlertsConfig::long_running_limit(&limits, None),
+            Some(Duration::from_secs(3600)),
+            "no p95 yet: the fixed limit"
+        );
+        assert_eq!(AlertsConfig::long_running_limit(&limits[..1], None), None);
+        let text = ISSUE.replace(
+            "on = [\"failed\", \"timed_out\", \"recovered\"]",
+            "on = [\"long_running\"]\nlong_running = \"2.5x p95\"",
+        );
+        let c = resolve(&text, &[]).expect("valid");
+        assert_eq!(c.rules[0].long_running, Some(LongRunning::P95(2.5)));
+        for bad in ["0.5x p95", "p95", "threex p95"] {
+            let text = ISSUE.replace(
+                "on = [\"failed\", \"timed_out\", \"recovered\"]",
+                &format!("on = [\"long_running\"]\nlong_running = \"{bad}\""),
+            );
+            let (k, m) = resolve(&text, &[]).expect_err(bad);
+            assert_eq!(k, "alerts.rules[0].long_running");
+            assert!(m.contains("3x p95"), "{m}");
+        }
+    }
+
+    #[test]
     fn signatures_are_githubs_form() {
         // RFC 4231 test case 2.
         assert_eq!(
@@ -1403,9 +1543,13 @@ channels = ["ops-mail", "hook"]
         );
         let c = resolve(&text, &[]).expect("valid");
         let mut job = JobDef::new("nightly", "exe::run").unwrap();
-        assert_eq!(c.long_running_limit(&job), None);
+        assert!(c.long_running_limits(&job).is_empty());
         job.group = Some("etl-main".into());
-        assert_eq!(c.long_running_limit(&job), Some(Duration::from_secs(1800)));
+        let limits = c.long_running_limits(&job);
+        assert_eq!(
+            AlertsConfig::long_running_limit(&limits, None),
+            Some(Duration::from_secs(1800))
+        );
         assert_eq!(
             c.route(Condition::Skipped, Some(&job), Some("misfire")),
             [0]
