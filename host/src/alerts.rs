@@ -6,7 +6,8 @@
 //!   ([`SchedulerEvent::Finished`]: `failed` and `timed_out` after the last retry, a success
 //!   that may mean `recovered`), and a watcher that reads the store every `check_interval`
 //!   (runs `running` past a rule's `long_running` limit, new `skipped` runs by reason, nodes
-//!   whose heartbeat is older than the lease).
+//!   whose heartbeat is older than the lease). A database outage longer than a rule's
+//!   `outage_after` comes from the scheduler's `StoreUnavailable` / `StoreRecovered`.
 //! * **One alert per episode**: the store opens at most one episode per (subject,
 //!   condition) ([`Store::alert_open`]) and says which caller opened or closed it, so on any
 //!   number of nodes each alert and each "recovered" is sent once. Further failures while
@@ -84,6 +85,7 @@ struct RuleFile {
     groups: Vec<String>,
     channels: Vec<String>,
     long_running: Option<String>,
+    outage_after: Option<String>,
     #[serde(default)]
     skip_reasons: Vec<String>,
 }
@@ -101,6 +103,8 @@ pub enum Condition {
     LongRunning,
     /// A node's heartbeat is older than the lease (and it did not stop cleanly).
     NodeDown,
+    /// This node has not reached the database for longer than the rule's `outage_after`.
+    DbOutage,
     /// The first success (or live heartbeat) after an alerted condition.
     Recovered,
 }
@@ -114,6 +118,7 @@ impl Condition {
             Condition::Skipped => "skipped",
             Condition::LongRunning => "long_running",
             Condition::NodeDown => "node_down",
+            Condition::DbOutage => "db_outage",
             Condition::Recovered => "recovered",
         }
     }
@@ -126,16 +131,11 @@ impl Condition {
             "long_running" => Condition::LongRunning,
             "node_down" => Condition::NodeDown,
             "recovered" => Condition::Recovered,
-            "db_outage" => {
-                return Err("\"db_outage\" is not supported yet (an outage cannot be \
-                            recorded in the database that is out); watch takt run's log for \
-                            \"database unavailable\""
-                    .into());
-            }
+            "db_outage" => Condition::DbOutage,
             other => {
                 return Err(format!(
                     "\"{other}\" is not a condition; use failed, timed_out, skipped, \
-                     long_running, node_down or recovered"
+                     long_running, node_down, db_outage or recovered"
                 ));
             }
         })
@@ -184,6 +184,8 @@ struct Rule {
     groups: Vec<glob::Pattern>,
     channels: Vec<usize>,
     long_running: Option<LongRunning>,
+    /// How long the database must be unreachable before `db_outage` fires (default 1m).
+    outage_after: Duration,
     skip_reasons: Vec<String>,
 }
 
@@ -443,10 +445,13 @@ impl AlertsConfig {
                 };
             let jobs = globs(&r.jobs, "jobs")?;
             let groups = globs(&r.groups, "groups")?;
-            let node_only = on
-                .iter()
-                .all(|c| *c == Condition::NodeDown || *c == Condition::Recovered)
-                && on.contains(&Condition::NodeDown);
+            let node_only = on.iter().all(|c| {
+                matches!(
+                    c,
+                    Condition::NodeDown | Condition::DbOutage | Condition::Recovered
+                )
+            }) && (on.contains(&Condition::NodeDown)
+                || on.contains(&Condition::DbOutage));
             if jobs.is_empty() && groups.is_empty() && !node_only {
                 return Err((
                     key,
@@ -508,6 +513,13 @@ impl AlertsConfig {
                     "long_running = \"30m\" and \"long_running\" in on go together".into(),
                 ));
             }
+            if r.outage_after.is_some() && !on.contains(&Condition::DbOutage) {
+                return Err((
+                    format!("{key}.outage_after"),
+                    "outage_after is for rules on db_outage".into(),
+                ));
+            }
+            let outage_after = dur(&format!("{key}.outage_after"), &r.outage_after, 60)?;
             for (j, reason) in r.skip_reasons.iter().enumerate() {
                 if !takt_core::run::SkipReason::ALL
                     .iter()
@@ -528,6 +540,7 @@ impl AlertsConfig {
                 groups,
                 channels: chans,
                 long_running,
+                outage_after,
                 skip_reasons: r.skip_reasons,
             });
         }
@@ -554,9 +567,19 @@ impl AlertsConfig {
     /// The channels of the rules on `condition` that match `job`, in declaration order, once
     /// each. Node conditions match every rule on them.
     fn route(&self, condition: Condition, job: Option<&JobDef>, skip: Option<&str>) -> Vec<usize> {
+        self.route_where(|r| r.on.contains(&condition), job, skip)
+    }
+
+    /// The channels of the rules `wanted` picks that match `job` (and `skip`'s reason).
+    fn route_where(
+        &self,
+        wanted: impl Fn(&Rule) -> bool,
+        job: Option<&JobDef>,
+        skip: Option<&str>,
+    ) -> Vec<usize> {
         let mut out = Vec::new();
         for r in &self.rules {
-            if !r.on.contains(&condition) {
+            if !wanted(r) {
                 continue;
             }
             if let Some(job) = job {
@@ -582,6 +605,25 @@ impl AlertsConfig {
             }
         }
         out
+    }
+
+    /// The channels of the rules on both `recovered` and `of` that match `job`: a
+    /// "recovered" notice goes where the alert it ends could go.
+    fn route_recovered(&self, of: Condition, job: Option<&JobDef>) -> Vec<usize> {
+        self.route_where(
+            |r| r.on.contains(&Condition::Recovered) && r.on.contains(&of),
+            job,
+            None,
+        )
+    }
+
+    /// The shortest `outage_after` of the rules on `db_outage` (`None`: no such rule).
+    fn outage_after(&self) -> Option<Duration> {
+        self.rules
+            .iter()
+            .filter(|r| r.on.contains(&Condition::DbOutage))
+            .map(|r| r.outage_after)
+            .min()
     }
 
     /// The `long_running` limits of the rules that match `job`.
@@ -721,8 +763,8 @@ impl<S: Store> Ctx<S> {
 
     /// Closes the episode of `key` and, if this call closed it, queues `notice` on the
     /// channels of the rules on `recovered`.
-    async fn recover(&self, key: AlertKey, notice: Alert, job: Option<&JobDef>) {
-        let channels = self.config.route(Condition::Recovered, job, None);
+    async fn recover(&self, of: Condition, key: AlertKey, notice: Alert, job: Option<&JobDef>) {
+        let channels = self.config.route_recovered(of, job);
         match self.store.alert_close(&key, notice.at).await {
             Ok(true) => self.enqueue(notice, &channels).await,
             Ok(false) => {}
@@ -754,6 +796,24 @@ impl<S: Store> Ctx<S> {
                 )
                 .await;
             }
+        }
+    }
+
+    /// An alert about this node itself.
+    fn node_alert(&self, condition: Condition, kind: &'static str, summary: String) -> Alert {
+        Alert {
+            key: AlertKey {
+                subject: format!("node:{}", self.node),
+                condition: condition.name().into(),
+            },
+            kind,
+            condition: condition.name(),
+            job: None,
+            owner: None,
+            run: None,
+            summary,
+            detail: String::new(),
+            at: Timestamp::now(),
         }
     }
 
@@ -818,11 +878,68 @@ fn job_alert(
 /// The ends of this node's attempts: final failures and timeouts fire, a success closes
 /// what was open for the job.
 async fn on_events<S: Store>(ctx: Arc<Ctx<S>>, mut events: broadcast::Receiver<SchedulerEvent>) {
+    // The database outage this node sees: since when, the first error, whether alerted. The
+    // store cannot decide who sends (it is out), so every node alerts its own outage
+    // (subject node:<id>), and its deliveries are recorded only if the database is back by
+    // the time they are made.
+    let mut outage: Option<(tokio::time::Instant, Timestamp, String, bool)> = None;
+    let outage_after = ctx.config.outage_after();
     loop {
-        let (run, job, state) = match events.recv().await {
+        let due = match (&outage, outage_after) {
+            (Some((since, _, _, false)), Some(after)) => Some(*since + after),
+            _ => None,
+        };
+        let event = tokio::select! {
+            ev = events.recv() => ev,
+            () = async {
+                match due {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some((_, at, error, sent)) = &mut outage {
+                    *sent = true;
+                    let alert = ctx.node_alert(
+                        Condition::DbOutage,
+                        "firing",
+                        format!(
+                            "node {} cannot reach the database since {at} (for more than {}s): {error}",
+                            ctx.node,
+                            outage_after.unwrap_or_default().as_secs()
+                        ),
+                    );
+                    let channels = ctx.config.route(Condition::DbOutage, None, None);
+                    ctx.enqueue(alert, &channels).await;
+                }
+                continue;
+            }
+        };
+        let (run, job, state) = match event {
             Ok(SchedulerEvent::Finished {
                 run, job, state, ..
             }) => (run, job, state),
+            Ok(SchedulerEvent::StoreUnavailable { error }) => {
+                if outage.is_none() {
+                    outage = Some((tokio::time::Instant::now(), Timestamp::now(), error, false));
+                }
+                continue;
+            }
+            Ok(SchedulerEvent::StoreRecovered { down_for }) => {
+                if let Some((_, _, _, true)) = outage.take() {
+                    let notice = ctx.node_alert(
+                        Condition::DbOutage,
+                        "recovered",
+                        format!(
+                            "node {} reaches the database again after {}s",
+                            ctx.node,
+                            down_for.as_secs()
+                        ),
+                    );
+                    let channels = ctx.config.route_recovered(Condition::DbOutage, None);
+                    ctx.enqueue(notice, &channels).await;
+                }
+                continue;
+            }
             Ok(_) => continue,
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 tracing::warn!("alerts missed {n} run events (the alert task fell behind)");
@@ -879,7 +996,7 @@ async fn on_events<S: Store>(ctx: Arc<Ctx<S>>, mut events: broadcast::Receiver<S
                         ),
                         String::new(),
                     );
-                    ctx.recover(notice.key.clone(), notice, Some(&def)).await;
+                    ctx.recover(c, notice.key.clone(), notice, Some(&def)).await;
                 }
             }
         }
@@ -893,6 +1010,7 @@ fn verb(c: Condition) -> &'static str {
         Condition::Skipped => "was skipped",
         Condition::LongRunning => "is running long",
         Condition::NodeDown => "is down",
+        Condition::DbOutage => "cannot reach the database",
         Condition::Recovered => "recovered",
     }
 }
@@ -1046,6 +1164,7 @@ async fn watch<S: Store>(ctx: Arc<Ctx<S>>) {
                     .await;
                 } else if n.is_live(now, ctx.lease) {
                     ctx.recover(
+                        Condition::NodeDown,
                         key.clone(),
                         alert("recovered", format!("node {} is back", n.info.id)),
                         None,
@@ -1425,9 +1544,9 @@ channels = ["ops-mail", "hook"]
     fn bad_configurations_name_the_key_and_the_fix() {
         let cases = [
             (
-                ISSUE.replace("\"failed\", \"timed_out\"", "\"failed\", \"db_outage\""),
-                "alerts.rules[0].on[1]",
-                "not supported yet",
+                ISSUE.replace("jobs = [\"*\"]", "jobs = [\"*\"]\noutage_after = \"1m\""),
+                "alerts.rules[0].outage_after",
+                "rules on db_outage",
             ),
             (
                 ISSUE.replace("\"failed\", \"timed_out\"", "\"failled\""),

@@ -630,3 +630,86 @@ fn the_rate_limit_holds_alerts_for_one_digest_and_skips_alert_by_reason() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A node that cannot reach its PostgreSQL database for longer than `outage_after` says so
+/// (the store cannot decide for it: each node alerts its own outage), and says when it is
+/// back.
+#[test]
+fn a_database_outage_is_reported_by_the_node_and_its_end_too() {
+    let Some(url) = common::backend_url("postgres", "TAKT_TEST_PG_URL") else {
+        return;
+    };
+    let config: tokio_postgres::Config = url.parse().expect("TAKT_TEST_PG_URL parses");
+    let Some(tokio_postgres::config::Host::Tcp(pg_host)) = config.get_hosts().first().cloned()
+    else {
+        eprintln!("SKIPPED: the outage alert test needs a TCP TAKT_TEST_PG_URL");
+        return;
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let proxy = common::proxy::Proxy::start(format!("{pg_host}:{port}"));
+    let user = config.get_user().unwrap_or("postgres");
+    let dbname = config.get_dbname().unwrap_or(user);
+    let mut via = format!("postgres://{user}");
+    if let Some(pw) = config.get_password() {
+        via.push(':');
+        via.push_str(&String::from_utf8_lossy(pw));
+    }
+    via.push_str(&format!("@127.0.0.1:{}/{dbname}", proxy.port));
+    let dir = temp_dir("outage");
+    let schema = format!("takt_outage_alerts_{}", std::process::id());
+    let pg = common::pg::Pg::connect(&url);
+    pg.exec(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    let hook = Server::start(|_| Reply::with(204, "text/plain", ""));
+    std::fs::write(
+        dir.join("takt.toml"),
+        format!(
+            "database = \"{via}\"\nplugin_dir = {:?}\nnode_id = \"n1\"\nrenew_every = \"1s\"\n\n\
+             [postgres]\nschema = \"{schema}\"\n\n[[alerts.channels]]\nname = \"hook\"\n\
+             webhook = \"{}\"\n\n[[alerts.rules]]\non = [\"db_outage\", \"recovered\"]\n\
+             outage_after = \"2s\"\nchannels = [\"hook\"]\n\n[[jobs]]\nname = \"tick\"\n\
+             handler = \"exe::run\"\nevery = \"1s\"\nparams = {{ program = \"/bin/true\" }}\n",
+            common::profile_dir().display().to_string(),
+            hook.url("/hook")
+        ),
+    )
+    .unwrap();
+    let mut host = Host::spawn(
+        takt_command(&dir).args(["run", "--for", "5m"]),
+        &dir,
+        "outage",
+    );
+    host.wait_for_line("alerts: 1 rules");
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.cut();
+    host.wait_for("the outage alert", || {
+        (count(&hooks(&hook), |v| {
+            v["condition"] == "db_outage" && v["kind"] == "firing"
+        }) > 0)
+            .then_some(())
+    });
+    proxy.restore();
+    host.wait_for("the end of the outage", || {
+        (count(&hooks(&hook), |v| v["kind"] == "recovered") > 0).then_some(())
+    });
+    host.signal("TERM");
+    assert_eq!(host.wait_exit().code(), Some(0), "{}", host.output());
+    let bodies = hooks(&hook);
+    assert_eq!(bodies.len(), 2, "{bodies:#?}");
+    assert_eq!(bodies[0]["subject"], "node:n1");
+    assert!(
+        bodies[0]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("node n1 cannot reach the database since"),
+        "{bodies:#?}"
+    );
+    assert!(
+        bodies[1]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("node n1 reaches the database again after"),
+        "{bodies:#?}"
+    );
+    pg.exec(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
