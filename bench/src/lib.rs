@@ -404,6 +404,36 @@ pub mod probe {
         async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
             timed!(self, "node_list", self.inner.node_list())
         }
+        async fn node_sessions(
+            &self,
+            from: Timestamp,
+            to: Timestamp,
+        ) -> StoreResult<Vec<takt_core::node::NodeSession>> {
+            timed!(self, "node_sessions", self.inner.node_sessions(from, to))
+        }
+        async fn runs_between(
+            &self,
+            job: Option<JobId>,
+            from: Timestamp,
+            to: Timestamp,
+        ) -> StoreResult<Vec<Run>> {
+            timed!(self, "runs_between", self.inner.runs_between(job, from, to))
+        }
+        async fn run_attempts(&self, run: RunId) -> StoreResult<Vec<takt_core::attempt::Attempt>> {
+            timed!(self, "run_attempts", self.inner.run_attempts(run))
+        }
+        async fn attempts_between(
+            &self,
+            job: Option<JobId>,
+            from: Timestamp,
+            to: Timestamp,
+        ) -> StoreResult<Vec<takt_core::attempt::Attempt>> {
+            timed!(
+                self,
+                "attempts_between",
+                self.inner.attempts_between(job, from, to)
+            )
+        }
         async fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()> {
             timed!(self, "run_progress", self.inner.run_progress(id, progress))
         }

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod embed;
 pub mod executor;
+pub mod inspect;
 pub mod plugins;
 pub mod scheduler;
 pub mod spec;

@@ -103,6 +103,10 @@ impl Store for Switch {
         fn node_register(&self, reg: &Registration) -> StoreResult<Registered>;
         fn node_stopped(&self, node: &NodeId, instance: &InstanceId, now: Timestamp) -> StoreResult<()>;
         fn node_list(&self) -> StoreResult<Vec<NodeStatus>>;
+        fn node_sessions(&self, from: Timestamp, to: Timestamp) -> StoreResult<Vec<takt_core::node::NodeSession>>;
+        fn runs_between(&self, job: Option<JobId>, from: Timestamp, to: Timestamp) -> StoreResult<Vec<Run>>;
+        fn run_attempts(&self, run: RunId) -> StoreResult<Vec<takt_core::attempt::Attempt>>;
+        fn attempts_between(&self, job: Option<JobId>, from: Timestamp, to: Timestamp) -> StoreResult<Vec<takt_core::attempt::Attempt>>;
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;
         fn retention_purge(&self, older_than: Timestamp) -> StoreResult<PurgeCounts>;

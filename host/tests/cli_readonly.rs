@@ -79,6 +79,16 @@ const COMMANDS: &[&[&str]] = &[
     &["runs", "--db", "DB"],
     &["logs", "1", "--db", "DB"],
     &["nodes", "--db", "DB"],
+    &["why", "x", "--db", "DB"],
+    &[
+        "audit",
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-01-02",
+        "--db",
+        "DB",
+    ],
 ];
 
 fn with_db<'a>(args: &[&'a str], db: &'a str) -> Vec<&'a str> {

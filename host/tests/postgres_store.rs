@@ -102,7 +102,7 @@ fn conformance_on_postgres() {
         eprintln!("postgres: {report}");
         schemas.drop_all().await;
         report.expect_skipped(&[]);
-        assert_eq!(report.passed.len(), 27, "every check ran");
+        assert_eq!(report.passed.len(), 30, "every check ran");
     });
 }
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use takt_core::Timestamp;
+use takt_core::attempt::AttemptOutcome;
 use takt_core::job::{JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, RetryPolicy};
 use takt_core::run::{NodeId, RunEvent, RunState};
@@ -73,7 +74,7 @@ fn conformance_on_a_temp_file() {
     }));
     eprintln!("sqlite (file): {report}");
     report.expect_skipped(&[]);
-    assert_eq!(report.passed.len(), 27, "every check ran");
+    assert_eq!(report.passed.len(), 30, "every check ran");
 }
 
 #[test]
@@ -267,7 +268,8 @@ fn migrations_applied_twice_are_a_noop() {
             (2, "claim_indexes"),
             (3, "node_identity"),
             (4, "isolation_plugin_builds"),
-            (5, "alerts")
+            (5, "attempts_node_sessions"),
+            (6, "alerts")
         ]
     );
     assert_eq!(
@@ -282,7 +284,7 @@ fn migrations_applied_twice_are_a_noop() {
     let rows: i64 = conn
         .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
         .expect("count");
-    assert_eq!(rows, 5, "each recorded once");
+    assert_eq!(rows, i64::from(latest_version()), "each recorded once");
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("journal mode");
@@ -301,7 +303,9 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             .expect("0001 by hand, as a DBA would");
         conn.execute_batch(
             "INSERT INTO jobs (name, handler_type, updated_at) VALUES ('old', 'a::b', 0); \
-             INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 0, 'pending', 0);",
+             INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 0, 'pending', 0); \
+             INSERT INTO runs (job_id, fire_time, state, created_at, started_at, finished_at, \
+               node_id, attempt, error) VALUES (1, 60000, 'failed', 0, 60000, 61000, 'n', 2, 'x');",
         )
         .expect("rows of the old version");
     }
@@ -340,7 +344,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, [2, 3, 4, 5], "{events:?}");
+    assert_eq!(started, [2, 3, 4, 5, 6], "{events:?}");
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");
@@ -349,7 +353,25 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         ..RunFilter::default()
     }))
     .expect("runs");
-    assert_eq!(runs.len(), 1, "the old run is still there");
+    assert_eq!(runs.len(), 2, "the old runs are still there");
+    let done = runs
+        .iter()
+        .find(|r| r.state == RunState::Failed)
+        .expect("the failed run");
+    let attempts = block_on(store.run_attempts(done.id.expect("id"))).expect("attempts");
+    assert_eq!(
+        attempts
+            .iter()
+            .map(|a| (
+                a.attempt,
+                a.node_id.0.as_str(),
+                a.outcome,
+                a.error.as_deref()
+            ))
+            .collect::<Vec<_>>(),
+        [(2, "n", Some(AttemptOutcome::Failed), Some("x"))],
+        "0005 recorded an old run's latest attempt from its row"
+    );
     let conn = rusqlite::Connection::open(&path).expect("raw open");
     let index: i64 = conn
         .query_row(
@@ -844,6 +866,55 @@ fn the_due_job_query_is_served_in_order_by_an_index() {
     let plan = plan.join("\n");
     assert!(plan.contains("jobs_claim"), "{plan}");
     assert!(!plan.contains("TEMP B-TREE"), "no sort: {plan}");
+}
+
+/// The history queries (`takt runs --job`, `why`, `audit`) read along their keys: one job's
+/// runs by (job_id, fire_time), a run's attempts by (run_id, attempt), node lives by start —
+/// never a scan of every run.
+#[test]
+fn history_queries_are_served_by_their_keys() {
+    let dir = TempDir::new("history-plan");
+    let path = dir.file("takt.db");
+    drop(open(&path));
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let plan = |sql: &str| -> String {
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("plan");
+        let n = stmt.parameter_count();
+        let rows: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(std::iter::repeat_n(1, n)), |r| {
+                r.get::<_, String>(3)
+            })
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("plan rows");
+        rows.join("\n")
+    };
+    for sql in [
+        "SELECT id FROM runs WHERE job_id = ?1 AND (?2 IS NULL OR state = ?2) \
+         ORDER BY fire_time DESC, id DESC LIMIT ?3",
+        "SELECT id FROM runs WHERE job_id = ?1 AND fire_time >= ?2 AND fire_time < ?3 \
+         ORDER BY fire_time, id",
+        "SELECT a.run_id FROM runs r JOIN run_attempts a ON a.run_id = r.id \
+         WHERE r.job_id = ?1 AND r.fire_time >= ?2 AND r.fire_time < ?3 \
+         ORDER BY r.fire_time, r.id, a.attempt",
+    ] {
+        let p = plan(sql);
+        assert!(p.contains("(job_id=?"), "along (job_id, fire_time): {p}");
+        assert!(!p.contains("SCAN"), "no scan: {p}");
+        assert!(!p.contains("TEMP B-TREE"), "no sort: {p}");
+    }
+    let p = plan(
+        "SELECT a.run_id FROM run_attempts a JOIN runs r ON r.id = a.run_id \
+         WHERE a.run_id = ?1 ORDER BY a.attempt",
+    );
+    assert!(p.contains("PRIMARY KEY (run_id=?)"), "attempts by run: {p}");
+    let p = plan(
+        "SELECT instance FROM node_sessions WHERE started_at < ?2 \
+         AND COALESCE(stopped_at, heartbeat_at) >= ?1 ORDER BY started_at, instance",
+    );
+    assert!(p.contains("node_sessions_started"), "lives by start: {p}");
 }
 
 /// Finishes queued from many threads at once go through the store's finishing thread in

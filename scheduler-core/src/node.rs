@@ -50,6 +50,34 @@ pub struct NodeInfo {
     pub tags: Vec<String>,
 }
 
+/// One life of a node as the store remembers it after the node row has moved on to a later
+/// life: when it started, its last heartbeat, and its clean stop. Written by registration,
+/// every heartbeat and the stop, so a history of lives says when *some* node was up — the
+/// evidence `takt why` and `takt audit` give for a fire that has no record ("the host was
+/// down from … to …").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSession {
+    /// The node id.
+    pub node_id: NodeId,
+    /// The life.
+    pub instance: InstanceId,
+    /// The machine it ran on.
+    pub host_name: String,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// Its last heartbeat.
+    pub heartbeat_at: Timestamp,
+    /// When it stopped cleanly (`None`: still running, or it crashed after `heartbeat_at`).
+    pub stopped_at: Option<Timestamp>,
+}
+
+impl NodeSession {
+    /// The last instant it is known to have been up: its stop, else its last heartbeat.
+    pub fn last_seen(&self) -> Timestamp {
+        self.stopped_at.unwrap_or(self.heartbeat_at)
+    }
+}
+
 /// A registered node as a store lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeStatus {

@@ -2,8 +2,9 @@
 //!
 //! A [`Run`] is one scheduled fire of a job: unique per `(job, fire time)` (the seeds'
 //! duplicate-execution lesson), re-used by its retries (attempt += 1, same fire time; seed 003
-//! §3.4). Its life is a pure function, [`transition`]: (state, event, now) → new state plus the
-//! [`Effect`]s the host must carry out. An event that makes no sense in a state (a success of a
+//! §3.4). Its life is a pure function, [`transition`]: (state, event, now) → new state, attempt
+//! and retry time; what the host does about it (record, retry, notify) is the scheduling
+//! loop's decision (`takt_host::scheduler`'s machine), not listed here. An event that makes no sense in a state (a success of a
 //! run that never started, anything after a final state) is a [`TransitionError`], never a
 //! silent no-op: it usually means two nodes raced for one run, and the store's compare-and-set
 //! should lose loudly.
@@ -480,54 +481,6 @@ impl RunEvent {
     }
 }
 
-/// Something the host must do after a transition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Effect {
-    /// Start executing the run (after a claim).
-    Execute,
-    /// Extend the lease to `until`.
-    RenewLease {
-        /// The new expiry.
-        until: Timestamp,
-    },
-    /// Drop the node's lease on the run.
-    ReleaseLease,
-    /// Wake up at `at` to claim attempt `attempt` of this run.
-    ScheduleRetry {
-        /// When the retry may be claimed.
-        at: Timestamp,
-        /// The attempt it will be.
-        attempt: u32,
-    },
-    /// Persist the final state (counts, alerts, history limits key off this).
-    RecordFinal,
-    /// Tell subscribers (dependants, the API, alerts) that the run finished.
-    NotifyRunFinished,
-}
-
-/// Up to four effects, in the order the host should carry them out; no allocation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Effects {
-    items: [Effect; 4],
-    len: u8,
-}
-
-impl Effects {
-    fn of(list: &[Effect]) -> Effects {
-        let mut items = [Effect::ReleaseLease; 4];
-        items[..list.len()].copy_from_slice(list);
-        Effects {
-            items,
-            len: list.len() as u8,
-        }
-    }
-
-    /// The effects as a slice.
-    pub fn as_slice(&self) -> &[Effect] {
-        &self.items[..usize::from(self.len)]
-    }
-}
-
 /// The outcome of a legal event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transition {
@@ -537,8 +490,6 @@ pub struct Transition {
     pub attempt: u32,
     /// When the retry may be claimed (set only when a retry was scheduled).
     pub next_attempt_at: Option<Timestamp>,
-    /// What the host must do.
-    pub effects: Effects,
 }
 
 /// An event that does not apply to the run's state.
@@ -571,15 +522,13 @@ pub fn transition(
     now: Timestamp,
     retry: &RetryPolicy,
 ) -> Result<Transition, TransitionError> {
-    use Effect::*;
     use RunState::*;
-    let to = |state, effects: &[Effect]| Transition {
+    let to = |state| Transition {
         state,
         attempt: run.attempt,
         next_attempt_at: None,
-        effects: Effects::of(effects),
     };
-    let finished = |state| to(state, &[ReleaseLease, RecordFinal, NotifyRunFinished]);
+    let finished = to;
     // A failed attempt: retried when allowed and attempts remain, else final in `state`.
     let fail = |state, retry_allowed: bool| {
         let delay = retry
@@ -590,13 +539,6 @@ pub fn transition(
                 state: Pending,
                 attempt: run.attempt + 1,
                 next_attempt_at: Some(at),
-                effects: Effects::of(&[
-                    ReleaseLease,
-                    ScheduleRetry {
-                        at,
-                        attempt: run.attempt + 1,
-                    },
-                ]),
             },
             None => finished(state),
         }
@@ -608,17 +550,12 @@ pub fn transition(
             {
                 return Err(TransitionError::NotDue { at });
             }
-            to(Running, &[Execute])
+            to(Running)
         }
-        (Pending, RunEvent::Skip { .. }) => to(Skipped, &[RecordFinal, NotifyRunFinished]),
-        (Pending, RunEvent::Cancelled { .. }) => to(Cancelled, &[RecordFinal, NotifyRunFinished]),
-        (Running, RunEvent::Heartbeat { lease_until }) => to(
-            Running,
-            &[RenewLease {
-                until: *lease_until,
-            }],
-        ),
-        (Running, RunEvent::Progress(_)) => to(Running, &[]),
+        (Pending, RunEvent::Skip { .. }) => to(Skipped),
+        (Pending, RunEvent::Cancelled { .. }) => to(Cancelled),
+        (Running, RunEvent::Heartbeat { .. }) => to(Running),
+        (Running, RunEvent::Progress(_)) => to(Running),
         (Running, RunEvent::Succeeded { .. }) => finished(Succeeded),
         (Running, RunEvent::Failed { retryable, .. }) => fail(Failed, *retryable),
         (Running, RunEvent::TimedOut { .. }) => fail(TimedOut, retry.retry_timeouts),
@@ -637,7 +574,6 @@ pub fn transition(
 mod tests {
     use super::*;
     use crate::policy::Backoff;
-    use Effect::*;
     use RunState::*;
     use jiff::SignedDuration;
 
@@ -716,7 +652,7 @@ mod tests {
         transition(&snap(state, attempt), e, ts(NOW), p).unwrap()
     }
 
-    /// (from, attempt, event, policy, to, attempt after, effects)
+    /// (from, attempt, event, policy, to, attempt after, retry at)
     type Row<'a> = (
         RunState,
         u32,
@@ -724,10 +660,8 @@ mod tests {
         &'a RetryPolicy,
         RunState,
         u32,
-        Vec<Effect>,
+        Option<Timestamp>,
     );
-
-    const DONE: [Effect; 3] = [ReleaseLease, RecordFinal, NotifyRunFinished];
 
     #[test]
     fn every_legal_transition() {
@@ -740,7 +674,7 @@ mod tests {
         };
         let lease = ts("2026-06-01T10:02:00Z");
         let table: Vec<Row<'_>> = vec![
-            (Pending, 1, claimed(), &none, Running, 1, vec![Execute]),
+            (Pending, 1, claimed(), &none, Running, 1, None),
             (
                 Pending,
                 1,
@@ -750,7 +684,7 @@ mod tests {
                 &none,
                 Skipped,
                 1,
-                vec![RecordFinal, NotifyRunFinished],
+                None,
             ),
             (
                 Pending,
@@ -759,7 +693,7 @@ mod tests {
                 &three,
                 Cancelled,
                 2,
-                vec![RecordFinal, NotifyRunFinished],
+                None,
             ),
             (
                 Running,
@@ -768,17 +702,9 @@ mod tests {
                 &none,
                 Running,
                 1,
-                vec![RenewLease { until: lease }],
+                None,
             ),
-            (
-                Running,
-                1,
-                all_events()[2].clone(),
-                &none,
-                Running,
-                1,
-                vec![],
-            ),
+            (Running, 1, all_events()[2].clone(), &none, Running, 1, None),
             (
                 Running,
                 1,
@@ -788,7 +714,7 @@ mod tests {
                 &three,
                 Succeeded,
                 1,
-                DONE.to_vec(),
+                None,
             ),
             (
                 Running,
@@ -797,13 +723,7 @@ mod tests {
                 &three,
                 Pending,
                 2,
-                vec![
-                    ReleaseLease,
-                    ScheduleRetry {
-                        at: retry_at(10),
-                        attempt: 2,
-                    },
-                ],
+                Some(retry_at(10)),
             ),
             (
                 Running,
@@ -812,13 +732,7 @@ mod tests {
                 &three,
                 Pending,
                 3,
-                vec![
-                    ReleaseLease,
-                    ScheduleRetry {
-                        at: retry_at(30),
-                        attempt: 3,
-                    },
-                ],
+                Some(retry_at(30)),
             ),
             (
                 Running,
@@ -827,18 +741,12 @@ mod tests {
                 &three,
                 Pending,
                 4,
-                vec![
-                    ReleaseLease,
-                    ScheduleRetry {
-                        at: retry_at(60),
-                        attempt: 4,
-                    },
-                ],
+                Some(retry_at(60)),
             ),
-            (Running, 4, failed(true), &three, Failed, 4, DONE.to_vec()),
-            (Running, 1, failed(false), &three, Failed, 1, DONE.to_vec()),
-            (Running, 1, failed(true), &none, Failed, 1, DONE.to_vec()),
-            (Running, 1, timed_out(), &three, TimedOut, 1, DONE.to_vec()),
+            (Running, 4, failed(true), &three, Failed, 4, None),
+            (Running, 1, failed(false), &three, Failed, 1, None),
+            (Running, 1, failed(true), &none, Failed, 1, None),
+            (Running, 1, timed_out(), &three, TimedOut, 1, None),
             (
                 Running,
                 1,
@@ -846,7 +754,7 @@ mod tests {
                 &three,
                 Cancelled,
                 1,
-                DONE.to_vec(),
+                None,
             ),
             (
                 Running,
@@ -855,7 +763,7 @@ mod tests {
                 &three,
                 Cancelled,
                 1,
-                DONE.to_vec(),
+                None,
             ),
             (
                 Running,
@@ -864,13 +772,7 @@ mod tests {
                 &three,
                 Pending,
                 2,
-                vec![
-                    ReleaseLease,
-                    ScheduleRetry {
-                        at: retry_at(10),
-                        attempt: 2,
-                    },
-                ],
+                Some(retry_at(10)),
             ),
             (
                 Running,
@@ -879,30 +781,16 @@ mod tests {
                 &three,
                 Pending,
                 2,
-                vec![
-                    ReleaseLease,
-                    ScheduleRetry {
-                        at: retry_at(10),
-                        attempt: 2,
-                    },
-                ],
+                Some(retry_at(10)),
             ),
-            (
-                Running,
-                1,
-                RunEvent::NodeRestarted,
-                &none,
-                Failed,
-                1,
-                DONE.to_vec(),
-            ),
+            (Running, 1, RunEvent::NodeRestarted, &none, Failed, 1, None),
         ];
-        for (from, attempt, event, policy, to, after, effects) in table {
+        for (from, attempt, event, policy, to, after, retry_at) in table {
             let t = go(from, attempt, &event, policy);
             let what = format!("{from} #{attempt} + {}", event.name());
             assert_eq!(t.state, to, "{what}");
             assert_eq!(t.attempt, after, "{what}");
-            assert_eq!(t.effects.as_slice(), effects.as_slice(), "{what}");
+            assert_eq!(t.next_attempt_at, retry_at, "{what}");
             assert_eq!(
                 t.next_attempt_at.is_some(),
                 to == Pending && from == Running,
@@ -1090,7 +978,7 @@ mod tests {
                 &p,
             )
             .unwrap();
-        assert_eq!(t.effects.as_slice(), DONE);
+        assert_eq!((t.state, t.next_attempt_at), (Succeeded, None));
         assert_eq!(run.state, Succeeded);
         assert_eq!(run.error, None);
         assert_eq!(run.result_json.as_deref(), Some("{\"rows\":10}"));

@@ -15,6 +15,7 @@ mod alerts;
 mod args;
 mod db;
 mod init;
+mod inspect;
 mod job;
 pub mod logging;
 mod nodes;
@@ -52,6 +53,10 @@ enum Command {
     Logs(runs::LogsArgs),
     /// The host nodes on a shared (PostgreSQL) database: heartbeats, capacity, running runs.
     Nodes(nodes::NodesArgs),
+    /// Why a job will or will not fire next, or what became of its fire at --at TIME.
+    Why(inspect::WhyArgs),
+    /// Expected fires of a range against the runs and attempts: gaps and duplicates (exit 1).
+    Audit(inspect::AuditArgs),
     /// The alert deliveries, newest first: sent, failed (and why), suppressed (and why).
     Alerts(alerts::AlertsArgs),
     /// Database maintenance.
@@ -107,6 +112,8 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::runs(args),
         Command::Logs(args) => runs::logs(args),
         Command::Nodes(args) => nodes::nodes(args),
+        Command::Why(args) => inspect::why_cmd(args),
+        Command::Audit(args) => inspect::audit_cmd(args),
         Command::Alerts(args) => alerts::alerts(args),
         Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),

@@ -136,7 +136,21 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
             .unwrap_or_else(|| r.job_id.to_string())
     };
     if a.json {
-        let all: Vec<Value> = list.iter().map(|r| run_json(r, &name_of(r))).collect();
+        let mut all: Vec<Value> = Vec::with_capacity(list.len());
+        for r in &list {
+            let mut v = run_json(r, &name_of(r));
+            // Every attempt, read along the (run, attempt) key.
+            let attempts = match r.id {
+                Some(id) => block_on(store.run_attempts(id))??,
+                None => Vec::new(),
+            };
+            v["attempts"] = attempts
+                .iter()
+                .map(|a| serde_json::to_value(crate::inspect::AttemptView::from(a)))
+                .collect::<Result<Vec<_>, _>>()?
+                .into();
+            all.push(v);
+        }
         outln!("{}", serde_json::to_string_pretty(&all)?)?;
         return Ok(());
     }

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use takt_core::alert::{AlertDelivery, AlertKey};
 
 use jiff::Timestamp;
+use takt_core::attempt::Attempt;
 use takt_core::job::{JobDef, JobId, JobName};
-use takt_core::node::{InstanceId, NodeStatus, Registered, Registration};
+use takt_core::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
 use takt_core::run::{NodeId, Progress, Run, RunId};
 use takt_core::store::{
     Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
@@ -340,6 +341,10 @@ impl Store for AnyStore {
         fn node_register(&self, reg: &Registration) -> StoreResult<Registered>;
         fn node_stopped(&self, node: &NodeId, instance: &InstanceId, now: Timestamp) -> StoreResult<()>;
         fn node_list(&self) -> StoreResult<Vec<NodeStatus>>;
+        fn node_sessions(&self, from: Timestamp, to: Timestamp) -> StoreResult<Vec<NodeSession>>;
+        fn runs_between(&self, job: Option<JobId>, from: Timestamp, to: Timestamp) -> StoreResult<Vec<Run>>;
+        fn run_attempts(&self, run: RunId) -> StoreResult<Vec<Attempt>>;
+        fn attempts_between(&self, job: Option<JobId>, from: Timestamp, to: Timestamp) -> StoreResult<Vec<Attempt>>;
         fn run_progress(&self, id: RunId, progress: &Progress) -> StoreResult<()>;
         fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()>;
         fn log_list(&self, run: RunId, after: Option<u64>, limit: usize) -> StoreResult<Vec<(u64, LogLine)>>;

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
+use takt_core::attempt::{Attempt, AttemptOutcome};
 use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority};
-use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
+use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::store::{DueJob, StoreError, StoreResult};
@@ -435,6 +436,81 @@ impl DueRow {
                 .map_err(|e| bad("overlap", &e))?,
             running: count(self.running),
             pending: count(self.pending),
+        })
+    }
+}
+
+/// The columns of an attempt joined with its run (`a`: run_attempts, `r`: runs), in the order
+/// [`AttemptRow`] reads them.
+pub(crate) const ATTEMPT_COLUMNS: &str = "a.run_id, r.job_id, r.fire_time, a.attempt, a.node_id, \
+     a.node_instance, a.started_at, a.finished_at, a.outcome, a.error";
+
+/// A `run_attempts` row with its run's job and fire time.
+pub(crate) struct AttemptRow {
+    pub(crate) run_id: i64,
+    pub(crate) job_id: i64,
+    pub(crate) fire_time: i64,
+    pub(crate) attempt: i64,
+    pub(crate) node_id: String,
+    pub(crate) node_instance: Option<String>,
+    pub(crate) started_at: i64,
+    pub(crate) finished_at: Option<i64>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) error: Option<String>,
+}
+
+impl AttemptRow {
+    pub(crate) fn into_attempt(self, path: &str) -> StoreResult<Attempt> {
+        let row = format!("attempt {} of run {}", self.attempt, self.run_id);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
+        Ok(Attempt {
+            run_id: RunId(self.run_id),
+            job_id: JobId(self.job_id),
+            fire_time: ts("fire_time", self.fire_time)?,
+            attempt: u32::try_from(self.attempt).map_err(|_| bad("attempt", &self.attempt))?,
+            node_id: NodeId(self.node_id),
+            node_instance: self.node_instance.map(InstanceId),
+            started_at: ts("started_at", self.started_at)?,
+            finished_at: self.finished_at.map(|v| ts("finished_at", v)).transpose()?,
+            outcome: self
+                .outcome
+                .as_deref()
+                .map(|o| AttemptOutcome::from_name(o).ok_or_else(|| bad("outcome", &o)))
+                .transpose()?,
+            error: self.error,
+        })
+    }
+}
+
+/// The columns of `node_sessions`, in the order [`SessionRow`] reads them.
+pub(crate) const SESSION_COLUMNS: &str =
+    "node_id, instance, host_name, started_at, heartbeat_at, stopped_at";
+
+/// A `node_sessions` row as stored.
+pub(crate) struct SessionRow {
+    pub(crate) node_id: String,
+    pub(crate) instance: String,
+    pub(crate) host_name: String,
+    pub(crate) started_at: i64,
+    pub(crate) heartbeat_at: i64,
+    pub(crate) stopped_at: Option<i64>,
+}
+
+impl SessionRow {
+    pub(crate) fn into_session(self, path: &str) -> StoreResult<NodeSession> {
+        let row = format!("node life {}", self.instance);
+        let bad =
+            |column: &str, detail: &dyn std::fmt::Display| corrupt(path, &row, column, detail);
+        let ts = |column: &str, v: i64| Timestamp::from_millisecond(v).map_err(|e| bad(column, &e));
+        Ok(NodeSession {
+            node_id: NodeId(self.node_id),
+            instance: InstanceId(self.instance),
+            host_name: self.host_name,
+            started_at: ts("started_at", self.started_at)?,
+            heartbeat_at: ts("heartbeat_at", self.heartbeat_at)?,
+            stopped_at: self.stopped_at.map(|v| ts("stopped_at", v)).transpose()?,
         })
     }
 }

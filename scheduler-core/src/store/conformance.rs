@@ -34,6 +34,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::{
     ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store, StoreErrorKind,
 };
+use crate::attempt::{Attempt, AttemptOutcome};
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, Registered, Registration};
 use crate::policy::{Backoff, RetryPolicy};
@@ -94,14 +95,16 @@ where
 {
     let mut report = Report::default();
     macro_rules! check {
+        // Each check's future on the heap: thirty of them inlined into one future overflow a
+        // test thread's stack on a debug build.
         ($name:ident) => {
-            $name(make().await).await;
+            Box::pin($name(make().await)).await;
             report.passed.push(stringify!($name));
         };
         ($name:ident if $cap:ident) => {
             let store = make().await;
             if store.capabilities().$cap {
-                $name(store).await;
+                Box::pin($name(store)).await;
                 report.passed.push(stringify!($name));
             } else {
                 report
@@ -132,6 +135,9 @@ where
     check!(queued_runs_of_a_job_run_one_at_a_time_oldest_first);
     check!(node_tags_route_jobs_to_the_nodes_that_serve_them);
     check!(isolation_and_plugin_builds_are_recorded);
+    check!(attempts_are_begun_by_claims_and_ended_by_finishes_and_recovery);
+    check!(node_sessions_record_every_life);
+    check!(runs_between_reads_a_fire_range_in_order);
     check!(alert_episodes_open_once_until_closed);
     check!(concurrent_alert_opens_have_one_winner if concurrent_claims);
     check!(alert_deliveries_round_trip_newest_first);
@@ -1833,6 +1839,19 @@ pub async fn retention_purges_only_old_final_runs_and_their_logs<S: Store>(store
     let gone = old.id.expect("id");
     assert_eq!(store.run_get(gone).await.expect("get"), None);
     assert!(
+        store.run_attempts(gone).await.expect("attempts").is_empty(),
+        "a purged run's attempts go with it"
+    );
+    assert_eq!(
+        store
+            .run_attempts(new.id.expect("id"))
+            .await
+            .expect("attempts")
+            .len(),
+        1,
+        "a recent run keeps its attempts"
+    );
+    assert!(
         store
             .log_list(gone, None, 10)
             .await
@@ -1860,5 +1879,320 @@ pub async fn retention_purges_only_old_final_runs_and_their_logs<S: Store>(store
         store.retention_purge(at(50)).await.expect("purge"),
         super::PurgeCounts::default(),
         "purging again removes nothing"
+    );
+}
+
+/// The attempt rows of run `id`, as (attempt, node, outcome, error, started, finished).
+async fn attempt_rows<S: Store>(
+    store: &S,
+    id: crate::run::RunId,
+) -> Vec<(
+    u32,
+    String,
+    Option<AttemptOutcome>,
+    Option<String>,
+    Timestamp,
+    Option<Timestamp>,
+)> {
+    store
+        .run_attempts(id)
+        .await
+        .expect("run_attempts")
+        .into_iter()
+        .map(|a: Attempt| {
+            (
+                a.attempt,
+                a.node_id.0,
+                a.outcome,
+                a.error,
+                a.started_at,
+                a.finished_at,
+            )
+        })
+        .collect()
+}
+
+/// Every attempt is a row: the claim begins it (node, life, start), the finish ends it with
+/// its outcome and error (a retried attempt is failed), recovery ends it with the recovery's
+/// reason (lease expired, node restarted), a retry is attempt 2 on whichever node claims it, a
+/// refused stale finish leaves the rows alone — except that the late finish of a recovered
+/// attempt records its real end, making a second execution visible — and deleting the job
+/// removes them.
+pub async fn attempts_are_begun_by_claims_and_ended_by_finishes_and_recovery<S: Store>(store: S) {
+    let mut flaky = manual("flaky");
+    flaky.retry = seed_retries(2);
+    insert(&store, flaky).await;
+    let first = claim_one(&store, "node-a", t0()).await.run;
+    let id = first.id.expect("id");
+    let got = store.run_attempts(id).await.expect("run_attempts");
+    assert_eq!(got.len(), 1, "the claim begins attempt 1");
+    assert_eq!(
+        (
+            got[0].run_id,
+            got[0].job_id,
+            got[0].fire_time,
+            got[0].node_instance.clone()
+        ),
+        (id, first.job_id, first.fire_time, Some(life("node-a"))),
+        "the attempt names its run, fire and node life"
+    );
+    assert_eq!(
+        attempt_rows(&store, id).await,
+        [(1, "node-a".into(), None, None, t0(), None)],
+        "open while it runs"
+    );
+    let retry = finish(&store, &first, failed(), at(5)).await;
+    assert_eq!((retry.state, retry.attempt), (RunState::Pending, 2));
+    assert_eq!(
+        attempt_rows(&store, id).await,
+        [(
+            1,
+            "node-a".into(),
+            Some(AttemptOutcome::Failed),
+            Some("boom".into()),
+            t0(),
+            Some(at(5))
+        )],
+        "the finish ends it; a retried attempt is failed with its error"
+    );
+    // A finish of attempt 1 again is refused and changes no attempt.
+    let stale = store
+        .run_set_state_if_running(id, 1, &RunFinish::from_run(&retry, at(6)))
+        .await;
+    assert!(stale.is_err(), "a stale finish is refused");
+    assert_eq!(attempt_rows(&store, id).await.len(), 1);
+
+    let second = claim_one(&store, "node-b", at(20)).await.run;
+    assert_eq!(second.attempt, 2);
+    let lost = store
+        .run_recover_expired(at(80), None)
+        .await
+        .expect("recover");
+    assert_eq!(lost.len(), 1, "attempt 2's lease expired");
+    let third = claim_one(&store, "node-a", at(200)).await.run;
+    assert_eq!(third.attempt, 3);
+    finish(
+        &store,
+        &third,
+        RunEvent::Succeeded { result_json: None },
+        at(201),
+    )
+    .await;
+    assert_eq!(
+        attempt_rows(&store, id).await,
+        [
+            (
+                1,
+                "node-a".into(),
+                Some(AttemptOutcome::Failed),
+                Some("boom".into()),
+                t0(),
+                Some(at(5))
+            ),
+            (
+                2,
+                "node-b".into(),
+                Some(AttemptOutcome::LeaseExpired),
+                Some(LEASE_EXPIRED.into()),
+                at(20),
+                Some(at(80))
+            ),
+            (
+                3,
+                "node-a".into(),
+                Some(AttemptOutcome::Succeeded),
+                None,
+                at(200),
+                Some(at(201))
+            ),
+        ],
+        "three attempts: failed, lost lease (ended by the recovery), succeeded"
+    );
+    // Node-b never knew: it finishes attempt 2 at 210 s, after attempt 3 ran. Refused — and
+    // the attempt's real end is recorded, so the fire shows as executed twice at once.
+    let mut late = second.clone();
+    late.apply(
+        RunEvent::Succeeded { result_json: None },
+        at(210),
+        &seed_retries(2),
+    )
+    .expect("legal event");
+    let refused = store
+        .run_set_state_if_running(id, 2, &RunFinish::from_run(&late, at(210)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), StoreErrorKind::Conflict, "{refused}");
+    let rows = store.run_attempts(id).await.expect("run_attempts");
+    assert_eq!(
+        (rows[1].outcome, rows[1].finished_at),
+        (Some(AttemptOutcome::LeaseExpired), Some(at(210))),
+        "the recovered attempt's real end"
+    );
+    assert!(
+        rows[1]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("finished it at") && e.contains("succeeded")),
+        "{:?}",
+        rows[1].error
+    );
+    assert!(
+        rows[1].overlaps(&rows[2], at(1000)),
+        "two executions at once"
+    );
+    assert_eq!(
+        rows[2].finished_at,
+        Some(at(201)),
+        "the run's own attempt is untouched"
+    );
+    let listed = store
+        .attempts_between(None, t0(), at(1))
+        .await
+        .expect("attempts_between");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|a| (a.run_id, a.attempt))
+            .collect::<Vec<_>>(),
+        [(id, 1), (id, 2), (id, 3)],
+        "attempts by fire range, in order"
+    );
+    assert!(
+        store
+            .attempts_between(None, at(1), at(2))
+            .await
+            .expect("attempts_between")
+            .is_empty(),
+        "the range is by fire time, [from, to)"
+    );
+
+    // A restart ends the earlier life's attempt as node_restarted.
+    insert(&store, manual("restarted")).await;
+    let before = claim_one(&store, "node-c", at(300)).await.run;
+    let rid = before.id.expect("id");
+    let new_life = InstanceId("node-c-life-2".to_string());
+    store
+        .run_recover_expired(at(301), Some((&node("node-c"), &new_life)))
+        .await
+        .expect("recover");
+    assert_eq!(
+        attempt_rows(&store, rid).await,
+        [(
+            1,
+            "node-c".into(),
+            Some(AttemptOutcome::NodeRestarted),
+            Some(NODE_RESTARTED.into()),
+            at(300),
+            Some(at(301))
+        )],
+        "a restart ends the attempt with its reason"
+    );
+
+    store.job_delete(first.job_id).await.expect("delete");
+    assert!(
+        store.run_attempts(id).await.expect("attempts").is_empty(),
+        "a deleted job's attempts go with its runs"
+    );
+}
+
+/// Every life of a node is kept as a session (start, last heartbeat, clean stop) after the
+/// node's row moved on to a later life, and listed by the range in which it was up.
+pub async fn node_sessions_record_every_life<S: Store>(store: S) {
+    let (one, two) = (life("n"), InstanceId("n-life-2".to_string()));
+    register(&store, "n", &one, t0(), None).await;
+    store
+        .lease_renew(&node("n"), &one, at(90), at(30))
+        .await
+        .expect("renew");
+    store
+        .node_stopped(&node("n"), &one, at(40))
+        .await
+        .expect("stop");
+    register(&store, "n", &two, at(100), None).await;
+    store
+        .lease_renew(&node("n"), &two, at(190), at(130))
+        .await
+        .expect("renew");
+    let all = store
+        .node_sessions(t0(), at(1000))
+        .await
+        .expect("node_sessions");
+    let rows: Vec<_> = all
+        .iter()
+        .map(|s| {
+            (
+                s.node_id.0.clone(),
+                s.instance.clone(),
+                s.started_at,
+                s.heartbeat_at,
+                s.stopped_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("n".into(), one.clone(), t0(), at(30), Some(at(40))),
+            ("n".into(), two.clone(), at(100), at(130), None),
+        ],
+        "both lives, by start"
+    );
+    assert_eq!(all[0].host_name, "n.plant.local");
+    assert!(
+        store
+            .node_sessions(at(50), at(90))
+            .await
+            .expect("node_sessions")
+            .is_empty(),
+        "no life was up from 50 s to 90 s"
+    );
+    let around = store
+        .node_sessions(at(35), at(101))
+        .await
+        .expect("node_sessions");
+    assert_eq!(around.len(), 2, "a range touching both lives");
+}
+
+/// `runs_between` reads one job's (or every job's) runs whose fire time is in `[from, to)`,
+/// oldest fire first, skipped runs included.
+pub async fn runs_between_reads_a_fire_range_in_order<S: Store>(store: S) {
+    let a = insert(&store, manual("a")).await.id.expect("id");
+    let b = insert(&store, manual("b")).await.id.expect("id");
+    for (job, secs) in [(a, 120), (a, 0), (b, 60), (a, 60), (b, 180)] {
+        let run = Run::skipped(job, at(secs), SkipReason::Misfire, None, at(500));
+        store.run_insert_skipped(&run).await.expect("insert");
+    }
+    let fires = |runs: Vec<Run>| {
+        runs.iter()
+            .map(|r| (r.job_id, r.fire_time))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        fires(
+            store
+                .runs_between(Some(a), t0(), at(120))
+                .await
+                .expect("runs_between")
+        ),
+        [(a, t0()), (a, at(60))],
+        "one job, [from, to)"
+    );
+    assert_eq!(
+        fires(
+            store
+                .runs_between(None, at(60), at(181))
+                .await
+                .expect("runs_between")
+        ),
+        [(b, at(60)), (a, at(60)), (a, at(120)), (b, at(180))],
+        "every job, by fire time then run id (b's was recorded first)"
+    );
+    assert!(
+        store
+            .runs_between(Some(b), at(200), at(100))
+            .await
+            .expect("runs_between")
+            .is_empty(),
+        "an empty range"
     );
 }

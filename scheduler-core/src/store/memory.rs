@@ -32,8 +32,9 @@ use super::engine::{
 };
 use super::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves};
 use crate::alert::{AlertDelivery, AlertKey};
+use crate::attempt::{Attempt, AttemptEnd};
 use crate::job::{JobDef, JobId, JobName, Priority};
-use crate::node::{InstanceId, NodeInfo, NodeStatus};
+use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// An in-memory [`super::Store`]; cheap to clone (clones share the data).
@@ -145,6 +146,8 @@ enum Undo {
     Run(RunId, Option<Box<Run>>, Option<Vec<(u64, LogLine)>>),
     Logs(RunId, usize),
     Node(NodeId, Option<NodeStatus>),
+    Attempts(RunId, Option<Vec<Attempt>>),
+    Session(InstanceId, Option<NodeSession>),
     Episode(AlertKey, Option<Episode>),
     Delivery(i64),
 }
@@ -168,6 +171,10 @@ struct Inner {
     /// store never loses one, but it keeps the contract).
     tokens: HashMap<RunId, i64>,
     nodes: BTreeMap<NodeId, NodeStatus>,
+    /// Each run's attempts, by attempt number.
+    attempts: BTreeMap<RunId, Vec<Attempt>>,
+    /// Every node life, by instance.
+    sessions: BTreeMap<InstanceId, NodeSession>,
     /// Alert episodes by (subject, condition).
     episodes: HashMap<AlertKey, Episode>,
     deliveries: BTreeMap<i64, AlertDelivery>,
@@ -232,6 +239,22 @@ impl Inner {
                     }
                     None => {
                         self.nodes.remove(&id);
+                    }
+                },
+                Undo::Attempts(id, old) => match old {
+                    Some(a) => {
+                        self.attempts.insert(id, a);
+                    }
+                    None => {
+                        self.attempts.remove(&id);
+                    }
+                },
+                Undo::Session(id, old) => match old {
+                    Some(n) => {
+                        self.sessions.insert(id, n);
+                    }
+                    None => {
+                        self.sessions.remove(&id);
                     }
                 },
                 Undo::Episode(key, old) => match old {
@@ -368,8 +391,11 @@ impl Inner {
         Some(run)
     }
 
-    /// Removes run `id` with its log; how many log lines went with it.
+    /// Removes run `id` with its log and attempts; how many log lines went with it.
     fn remove_run(&mut self, id: RunId) -> u64 {
+        if let Some(attempts) = self.attempts.remove(&id) {
+            self.journal(Undo::Attempts(id, Some(attempts)));
+        }
         let old = self.runs.get(&id).cloned().map(Box::new);
         let logs = self.logs.remove(&id);
         let lines = logs.as_ref().map_or(0, |l| l.len() as u64);
@@ -414,6 +440,44 @@ impl Inner {
             }
         }
         out
+    }
+
+    /// Changes run `id`'s attempts through `f`, journaled.
+    fn change_attempts<T>(&mut self, id: RunId, f: impl FnOnce(&mut Vec<Attempt>) -> T) -> T {
+        let old = self.attempts.get(&id).cloned();
+        self.journal(Undo::Attempts(id, old));
+        let list = self.attempts.entry(id).or_default();
+        let out = f(list);
+        if list.is_empty() {
+            self.attempts.remove(&id);
+        }
+        out
+    }
+
+    /// Changes the session of life `id` through `f` (nothing when there is none), journaled.
+    fn change_session(&mut self, id: &InstanceId, f: impl FnOnce(&mut NodeSession)) {
+        if let Some(mut s) = self.sessions.get(id).cloned() {
+            self.journal(Undo::Session(id.clone(), Some(s.clone())));
+            f(&mut s);
+            self.sessions.insert(id.clone(), s);
+        }
+    }
+
+    /// Ends the open attempt `attempt` of run `id`; whether there was one.
+    fn end_attempt(&mut self, id: RunId, attempt: u32, end: &AttemptEnd) -> bool {
+        let open = self.attempts.get(&id).is_some_and(|l| {
+            l.iter()
+                .any(|a| a.attempt == attempt && a.finished_at.is_none())
+        });
+        if !open {
+            return false;
+        }
+        self.change_attempts(id, |list| {
+            for a in list.iter_mut().filter(|a| a.attempt == attempt) {
+                a.end(end);
+            }
+        });
+        true
     }
 
     fn node_status(&self, n: &NodeStatus) -> NodeStatus {
@@ -734,6 +798,103 @@ impl Conn for MemoryConn<'_> {
         Ok(runs)
     }
 
+    async fn runs_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Run>> {
+        let inner = &*self.inner;
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let mut runs: Vec<Run> = match job {
+            Some(job) => inner
+                .run_keys
+                .range((job, from)..(job, to))
+                .filter_map(|(_, id)| inner.runs.get(id))
+                .cloned()
+                .collect(),
+            None => inner
+                .runs
+                .values()
+                .filter(|r| r.fire_time >= from && r.fire_time < to)
+                .cloned()
+                .collect(),
+        };
+        runs.sort_by_key(|r| (r.fire_time, r.id));
+        Ok(runs)
+    }
+
+    async fn attempts_begin(&mut self, attempts: &[Attempt]) -> Res<()> {
+        let inner = &mut *self.inner;
+        for a in attempts {
+            let taken = inner
+                .attempts
+                .get(&a.run_id)
+                .is_some_and(|l| l.iter().any(|b| b.attempt == a.attempt));
+            if !taken {
+                inner.change_attempts(a.run_id, |l| {
+                    l.push(a.clone());
+                    l.sort_by_key(|b| b.attempt);
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn attempt_end(&mut self, run: RunId, attempt: u32, end: &AttemptEnd) -> Res<bool> {
+        Ok(self.inner.end_attempt(run, attempt, end))
+    }
+
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        use crate::attempt::AttemptOutcome::{LeaseExpired, NodeRestarted};
+        let inner = &mut *self.inner;
+        let hit = inner.attempts.get(&run).is_some_and(|l| {
+            l.iter().any(|a| {
+                a.attempt == attempt
+                    && matches!(a.outcome, Some(LeaseExpired | NodeRestarted))
+                    && a.finished_at.is_some_and(|f| f < at)
+            })
+        });
+        if hit {
+            inner.change_attempts(run, |l| {
+                for a in l.iter_mut().filter(|a| a.attempt == attempt) {
+                    a.finished_at = Some(at);
+                    a.error = Some(error.to_string());
+                }
+            });
+        }
+        Ok(hit)
+    }
+
+    async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {
+        Ok(self.inner.attempts.get(&run).cloned().unwrap_or_default())
+    }
+
+    async fn attempts_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Attempt>> {
+        let runs = self.runs_between(job, from, to).await?;
+        let inner = &*self.inner;
+        Ok(runs
+            .iter()
+            .filter_map(|r| r.id)
+            .filter_map(|id| inner.attempts.get(&id))
+            .flatten()
+            .cloned()
+            .collect())
+    }
+
     async fn run_finish_if_running(
         &mut self,
         id: RunId,
@@ -745,6 +906,7 @@ impl Conn for MemoryConn<'_> {
             Some(mut run) if run.state == RunState::Running && run.attempt == attempt => {
                 write.apply(&mut run);
                 inner.put_run(run.clone());
+                inner.end_attempt(id, attempt, &write.attempt_end);
                 Ok(Some(run))
             }
             _ => Ok(None),
@@ -799,6 +961,7 @@ impl Conn for MemoryConn<'_> {
         inner.journal(Undo::Node(node.clone(), old));
         status.heartbeat_at = Some(now);
         inner.nodes.insert(node.clone(), status);
+        inner.change_session(instance, |s| s.heartbeat_at = now);
         let mine: Vec<Run> = inner
             .running
             .iter()
@@ -838,6 +1001,19 @@ impl Conn for MemoryConn<'_> {
                 running: 0,
             },
         );
+        let old = inner.sessions.get(&node.instance).cloned();
+        inner.journal(Undo::Session(node.instance.clone(), old));
+        inner.sessions.insert(
+            node.instance.clone(),
+            NodeSession {
+                node_id: node.id.clone(),
+                instance: node.instance.clone(),
+                host_name: node.host_name.clone(),
+                started_at: now,
+                heartbeat_at: now,
+                stopped_at: None,
+            },
+        );
         Ok(true)
     }
 
@@ -854,12 +1030,29 @@ impl Conn for MemoryConn<'_> {
             n.stopped_at = Some(now);
             inner.nodes.insert(node.clone(), n);
         }
+        inner.change_session(instance, |s| {
+            if s.node_id == *node {
+                s.stopped_at = Some(now);
+            }
+        });
         Ok(())
     }
 
     async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
         let inner = &*self.inner;
         Ok(inner.nodes.values().map(|n| inner.node_status(n)).collect())
+    }
+
+    async fn node_sessions(&mut self, from: Timestamp, to: Timestamp) -> Res<Vec<NodeSession>> {
+        let mut out: Vec<NodeSession> = self
+            .inner
+            .sessions
+            .values()
+            .filter(|s| s.started_at < to && s.last_seen() >= from)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| (a.started_at, &a.instance.0).cmp(&(b.started_at, &b.instance.0)));
+        Ok(out)
     }
 
     // ---- alerts ------------------------------------------------------------------------

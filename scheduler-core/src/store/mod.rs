@@ -41,8 +41,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::alert::{AlertDelivery, AlertKey};
+use crate::attempt::Attempt;
 use crate::job::{JobDef, JobError, JobId, JobName};
-use crate::node::{InstanceId, NodeStatus, Registered, Registration};
+use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
 use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState, TransitionError};
 
@@ -648,6 +649,38 @@ pub trait Store: Send + Sync {
     /// Every registered node, by id, with its running runs.
     fn node_list(&self) -> impl Future<Output = StoreResult<Vec<NodeStatus>>> + Send;
 
+    /// The lives of every node ([`NodeSession`]) that started before `to` and were last seen
+    /// at or after `from`, by start: when some node was up, the evidence for downtime.
+    fn node_sessions(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> impl Future<Output = StoreResult<Vec<NodeSession>>> + Send;
+
+    // ---- history -------------------------------------------------------------------------
+
+    /// The runs of `job` (every job with `None`) whose fire time is in `[from, to)`, oldest
+    /// fire first (then id). Read along the (job, fire time) key; the caller bounds the range.
+    fn runs_between(
+        &self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
+
+    /// Every attempt of run `run` ([`Attempt`]: begun by the claim, ended by the finish or
+    /// by recovery), by attempt number.
+    fn run_attempts(&self, run: RunId) -> impl Future<Output = StoreResult<Vec<Attempt>>> + Send;
+
+    /// The attempts of the runs [`Store::runs_between`] returns, by fire time, run and
+    /// attempt number.
+    fn attempts_between(
+        &self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> impl Future<Output = StoreResult<Vec<Attempt>>> + Send;
+
     // ---- logs ----------------------------------------------------------------------------
 
     /// Appends `lines` to the run's log in one batch (NotFound if the run is missing). Each
@@ -706,7 +739,8 @@ pub trait Store: Send + Sync {
 
     // ---- retention -----------------------------------------------------------------------
 
-    /// Removes runs in a final state that finished before `older_than`, with their logs.
+    /// Removes runs in a final state that finished before `older_than`, with their logs and
+    /// attempts.
     /// Pending and running runs are never removed, however old.
     fn retention_purge(
         &self,

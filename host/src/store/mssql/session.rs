@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use takt_core::alert::{AlertDelivery, AlertKey};
+use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
-use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
+use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
@@ -27,8 +28,8 @@ use super::rows::{
     get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, update_run_if,
 };
 use crate::store::rows::{
-    DELIVERY_COLUMNS, DeliveryRow, DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS,
-    corrupt, to_i64,
+    ATTEMPT_COLUMNS, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow, JOB_COLUMNS, JobRow,
+    NODE_COLUMNS, NodeRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
 };
 
 /// The most log lines one `INSERT … VALUES` carries (SQL Server allows 2 100 parameters).
@@ -155,6 +156,51 @@ impl MssqlConn<'_> {
         Ok(out)
     }
 
+    /// Ends the open attempt `attempt` of run `id` with `end`; whether it was open.
+    async fn end_attempt(&mut self, id: RunId, attempt: u32, end: &AttemptEnd) -> Res<bool> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE run_attempts SET finished_at = {}, outcome = {}, error = {} \
+             OUTPUT INSERTED.run_id WHERE run_id = {} AND attempt = {} AND finished_at IS NULL",
+            p.at(Some(end.at.as_millisecond())),
+            p.add(end.outcome.name()),
+            p.add(text(end.error.clone())),
+            p.add(id.0),
+            p.add(i64::from(attempt)),
+        );
+        Ok(!self.c.rows("ending an attempt", &sql, &p).await?.is_empty())
+    }
+
+    /// The attempts `sql` (selecting [`ATTEMPT_COLUMNS`]) returns.
+    async fn attempt_rows(&mut self, what: &str, sql: &str, p: &Params) -> Res<Vec<Attempt>> {
+        let shown = self.shown;
+        let rows = self.c.rows(what, sql, p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "an attempt row",
+            };
+            out.push(
+                AttemptRow {
+                    run_id: c.int_req(0)?,
+                    job_id: c.int_req(1)?,
+                    fire_time: c.instant_req(2)?,
+                    attempt: c.int_req(3)?,
+                    node_id: c.text_req(4)?,
+                    node_instance: c.text(5)?,
+                    started_at: c.instant_req(6)?,
+                    finished_at: c.instant(7)?,
+                    outcome: c.text(8)?,
+                    error: c.text(9)?,
+                }
+                .into_attempt(shown)?,
+            );
+        }
+        Ok(out)
+    }
+
     /// The ids a statement's `OUTPUT INSERTED.id` returned.
     fn ids(&self, rows: &[tiberius::Row], what: &'static str) -> Res<Vec<i64>> {
         Ok(rows
@@ -269,6 +315,7 @@ impl Conn for MssqlConn<'_> {
                 what,
                 &format!(
                     "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE job_id = {j}); \
+                     DELETE FROM run_attempts WHERE run_id IN (SELECT id FROM runs WHERE job_id = {j}); \
                      DELETE FROM runs WHERE job_id = {j}"
                 ),
                 &p,
@@ -637,8 +684,13 @@ impl Conn for MssqlConn<'_> {
         attempt: u32,
         write: &FinishWrite,
     ) -> Res<Option<Run>> {
-        // One statement, committed on its own, writing what the shared rule computes
-        // (`FinishWrite`); its condition is the compare-and-set.
+        // The run's compare-and-set, then (only if it matched) the end of its attempt's row,
+        // in one transaction: its own when the engine did not open one.
+        let what = "finishing a run";
+        let own = !self.tx;
+        if own {
+            self.c.begin(what).await?;
+        }
         let mut p = self.c.params();
         let elapsed = write
             .elapsed
@@ -666,8 +718,117 @@ impl Conn for MssqlConn<'_> {
             p.add(id.0),
             p.add(i64::from(attempt)),
         );
-        let row = self.c.row("finishing a run", &sql, &p).await?;
+        let row = self.c.row(what, &sql, &p).await?;
+        if row.is_some() {
+            self.end_attempt(id, attempt, &write.attempt_end).await?;
+        }
+        if own {
+            self.c.commit().await?;
+        }
         Ok(row.map(|r| run_of(&r, self.shown)).transpose()?)
+    }
+
+    async fn runs_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Run>> {
+        let mut p = self.c.params();
+        let only = match job {
+            Some(j) => format!("job_id = {} AND ", p.add(j.0)),
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE {only}fire_time >= {} AND fire_time < {} \
+             ORDER BY fire_time, id",
+            p.at(Some(from.as_millisecond())),
+            p.at(Some(to.as_millisecond())),
+        );
+        let rows = self.c.rows("listing runs by fire time", &sql, &p).await?;
+        Ok(rows
+            .iter()
+            .map(|r| run_of(r, self.shown))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn attempts_begin(&mut self, attempts: &[Attempt]) -> Res<()> {
+        for a in attempts {
+            let mut p = self.c.params();
+            let (run, n) = (p.add(a.run_id.0), p.add(i64::from(a.attempt)));
+            let sql = format!(
+                "INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
+                 SELECT {run}, {n}, {}, {}, {} WHERE NOT EXISTS (SELECT 1 FROM run_attempts \
+                 WITH (UPDLOCK, HOLDLOCK) WHERE run_id = {run} AND attempt = {n})",
+                p.add(a.node_id.0.clone()),
+                p.add(text(a.node_instance.as_ref().map(|i| i.0.clone()))),
+                p.at(Some(a.started_at.as_millisecond())),
+            );
+            self.c.exec("recording an attempt", &sql, &p).await?;
+        }
+        Ok(())
+    }
+
+    async fn attempt_end(&mut self, run: RunId, attempt: u32, end: &AttemptEnd) -> Res<bool> {
+        self.end_attempt(run, attempt, end).await
+    }
+
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        let mut p = self.c.params();
+        let end = p.at(Some(at.as_millisecond()));
+        let sql = format!(
+            "UPDATE run_attempts SET finished_at = {end}, error = {} OUTPUT INSERTED.run_id \
+             WHERE run_id = {} AND attempt = {} \
+             AND outcome IN (N'lease_expired', N'node_restarted') AND finished_at < {end}",
+            p.add(error.to_string()),
+            p.add(run.0),
+            p.add(i64::from(attempt)),
+        );
+        Ok(!self
+            .c
+            .rows("recording an attempt's late end", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {
+        let mut p = self.c.params();
+        // `FROM a, b WHERE`: the emulator returns no rows for `JOIN … ON`.
+        let sql = format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM run_attempts a, runs r \
+             WHERE r.id = a.run_id AND a.run_id = {} ORDER BY a.attempt",
+            p.add(run.0)
+        );
+        self.attempt_rows("reading a run's attempts", &sql, &p)
+            .await
+    }
+
+    async fn attempts_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Attempt>> {
+        let mut p = self.c.params();
+        let only = match job {
+            Some(j) => format!("r.job_id = {} AND ", p.add(j.0)),
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM runs r, run_attempts a \
+             WHERE a.run_id = r.id AND {only}r.fire_time >= {} AND r.fire_time < {} \
+             ORDER BY r.fire_time, r.id, a.attempt",
+            p.at(Some(from.as_millisecond())),
+            p.at(Some(to.as_millisecond())),
+        );
+        self.attempt_rows("listing attempts by fire time", &sql, &p)
+            .await
     }
 
     async fn run_set_progress_if_running(&mut self, id: RunId, progress: &Progress) -> Res<bool> {
@@ -749,6 +910,13 @@ impl Conn for MssqlConn<'_> {
         if beat.is_empty() {
             return Ok(None);
         }
+        self.c
+            .exec(
+                "recording a heartbeat",
+                &format!("UPDATE node_sessions SET heartbeat_at = {at} WHERE instance = {life}"),
+                &p,
+            )
+            .await?;
         let rows = self
             .c
             .rows(
@@ -802,11 +970,20 @@ impl Conn for MssqlConn<'_> {
                  WHERE NOT EXISTS (SELECT 1 FROM nodes WITH (UPDLOCK, HOLDLOCK) WHERE id = {id})"
             )
         };
-        Ok(!self
+        let written = !self
             .c
             .rows("registering the node", &sql, &p)
             .await?
-            .is_empty())
+            .is_empty();
+        if written {
+            let sql = format!(
+                "DELETE FROM node_sessions WHERE instance = {inst}; \
+                 INSERT INTO node_sessions (instance, node_id, host_name, started_at, \
+                 heartbeat_at) VALUES ({inst}, {id}, {host}, {now}, {now})"
+            );
+            self.c.exec("recording the node's life", &sql, &p).await?;
+        }
+        Ok(written)
     }
 
     async fn node_stop(&mut self, node: &NodeId, instance: &InstanceId, now: Timestamp) -> Res<()> {
@@ -818,11 +995,52 @@ impl Conn for MssqlConn<'_> {
             p.add(instance.0.clone())
         );
         self.c.exec("recording a node stop", &sql, &p).await?;
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE node_sessions SET stopped_at = {} WHERE node_id = {} AND instance = {}",
+            p.at(Some(now.as_millisecond())),
+            p.add(node.0.clone()),
+            p.add(instance.0.clone())
+        );
+        self.c.exec("recording a node stop", &sql, &p).await?;
         Ok(())
     }
 
     async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
         self.node_rows(None, false).await
+    }
+
+    async fn node_sessions(&mut self, from: Timestamp, to: Timestamp) -> Res<Vec<NodeSession>> {
+        let shown = self.shown;
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM node_sessions \
+             WHERE started_at < {} AND COALESCE(stopped_at, heartbeat_at) >= {} \
+             ORDER BY started_at, instance",
+            p.at(Some(to.as_millisecond())),
+            p.at(Some(from.as_millisecond())),
+        );
+        let rows = self.c.rows("listing node lives", &sql, &p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "a node life",
+            };
+            out.push(
+                SessionRow {
+                    node_id: c.text_req(0)?,
+                    instance: c.text_req(1)?,
+                    host_name: c.text(2)?.unwrap_or_default(),
+                    started_at: c.instant_req(3)?,
+                    heartbeat_at: c.instant_req(4)?,
+                    stopped_at: c.instant(5)?,
+                }
+                .into_session(shown)?,
+            );
+        }
+        Ok(out)
     }
 
     // ---- logs, retention ---------------------------------------------------------------
@@ -940,6 +1158,13 @@ impl Conn for MssqlConn<'_> {
             .exec(
                 "purging old log lines",
                 &format!("DELETE FROM run_logs WHERE run_id IN ({old})"),
+                &p,
+            )
+            .await?;
+        self.c
+            .exec(
+                "purging old attempts",
+                &format!("DELETE FROM run_attempts WHERE run_id IN ({old})"),
                 &p,
             )
             .await?;

@@ -13,8 +13,9 @@ use std::time::{Duration, SystemTime};
 use deadpool_postgres::{GenericClient, Object, Transaction};
 use jiff::Timestamp;
 use takt_core::alert::{AlertDelivery, AlertKey};
+use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
-use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
+use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
@@ -29,8 +30,8 @@ use super::rows::{
     node_of, node_row, read_err, refs, run_of, ts, update_run_if,
 };
 use crate::store::rows::{
-    DELIVERY_COLUMNS, DeliveryRow, DueRow, JOB_COLUMNS, JobRow, NodeRow, RUN_COLUMNS, corrupt,
-    to_i64,
+    ATTEMPT_COLUMNS, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow, JOB_COLUMNS, JobRow,
+    NodeRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
 };
 
 /// How long finding out whether a claim committed waits for the claim's transaction to end.
@@ -514,26 +515,34 @@ async fn run_at(
 }
 
 async fn runs(c: &impl GenericClient, shown: &str, filter: &RunFilter) -> Res<Vec<Run>> {
-    let stmt = c
-        .prepare_cached(&format!(
-            "SELECT {RUN_COLUMNS} FROM runs \
-             WHERE ($1::bigint IS NULL OR job_id = $1) AND ($2::text IS NULL OR state = $2) \
-             ORDER BY fire_time DESC, id DESC LIMIT $3"
-        ))
-        .await
-        .map_err(|e| pg(shown, "listing runs", e))?;
+    // One job's runs along the (job_id, fire_time) key: a separate statement, because a
+    // prepared `$1 IS NULL OR job_id = $1` gets a generic plan that walks every run.
     let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-    let rows = c
-        .query(
-            &stmt,
-            &[
-                &filter.job.map(|j| j.0),
-                &filter.state.map(|s| s.name()),
-                &limit,
-            ],
-        )
-        .await
-        .map_err(|e| pg(shown, "listing runs", e))?;
+    let state = filter.state.map(|s| s.name());
+    let rows = match filter.job {
+        Some(job) => {
+            let stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = $1 \
+                     AND ($2::text IS NULL OR state = $2) \
+                     ORDER BY fire_time DESC, id DESC LIMIT $3"
+                ))
+                .await
+                .map_err(|e| pg(shown, "listing runs", e))?;
+            c.query(&stmt, &[&job.0, &state, &limit]).await
+        }
+        None => {
+            let stmt = c
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::text IS NULL OR state = $1) \
+                     ORDER BY fire_time DESC, id DESC LIMIT $2"
+                ))
+                .await
+                .map_err(|e| pg(shown, "listing runs", e))?;
+            c.query(&stmt, &[&state, &limit]).await
+        }
+    }
+    .map_err(|e| pg(shown, "listing runs", e))?;
     Ok(rows
         .iter()
         .map(|r| run_of(r, shown))
@@ -575,6 +584,8 @@ async fn finish(
                 &plugin.map(|p| p.name.as_str()),
                 &plugin.map(|p| p.version.as_str()),
                 &plugin.and_then(|p| p.sha256.as_deref()),
+                &ts(write.attempt_end.at),
+                &write.attempt_end.outcome.name(),
             ],
         )
         .await
@@ -640,6 +651,8 @@ async fn renew(
         .query_one(
             "WITH beat AS (UPDATE nodes SET heartbeat_at = $3 \
                WHERE id = $1 AND instance = $2 RETURNING 1), \
+             life AS (UPDATE node_sessions SET heartbeat_at = $3 \
+               WHERE instance = $2 AND EXISTS (SELECT 1 FROM beat)), \
              renewed AS (UPDATE runs SET lease_expires_at = $4 \
                WHERE node_id = $1 AND node_instance = $2 AND state = 'running' \
                AND lease_expires_at > $3 AND EXISTS (SELECT 1 FROM beat) \
@@ -703,6 +716,18 @@ async fn put_node(
         .await
     }
     .map_err(|e| pg(shown, "registering the node", e))?;
+    if n > 0 {
+        c.execute(
+            "INSERT INTO node_sessions (instance, node_id, host_name, started_at, heartbeat_at) \
+             VALUES ($1, $2, $3, $4, $4) ON CONFLICT (instance) DO UPDATE SET \
+             node_id = EXCLUDED.node_id, host_name = EXCLUDED.host_name, \
+             started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, \
+             stopped_at = NULL",
+            &[&node.instance.0, &node.id.0, &node.host_name, &at],
+        )
+        .await
+        .map_err(|e| pg(shown, "recording the node's life", e))?;
+    }
     Ok(n > 0)
 }
 
@@ -714,12 +739,238 @@ async fn stop_node(
     now: Timestamp,
 ) -> Res<()> {
     c.execute(
-        "UPDATE nodes SET stopped_at = $3 WHERE id = $1 AND instance = $2",
+        "WITH n AS (UPDATE nodes SET stopped_at = $3 WHERE id = $1 AND instance = $2) \
+         UPDATE node_sessions SET stopped_at = $3 WHERE node_id = $1 AND instance = $2",
         &[&node.0, &instance.0, &ts(now)],
     )
     .await
     .map_err(|e| pg(shown, "recording a node stop", e))?;
     Ok(())
+}
+
+async fn sessions(
+    c: &impl GenericClient,
+    shown: &str,
+    from: Timestamp,
+    to: Timestamp,
+) -> Res<Vec<NodeSession>> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM node_sessions \
+                 WHERE started_at < $2 AND COALESCE(stopped_at, heartbeat_at) >= $1 \
+                 ORDER BY started_at, instance"
+            ),
+            &[&ts(from), &ts(to)],
+        )
+        .await
+        .map_err(|e| pg(shown, "listing node lives", e))?;
+    let bad = read_err(shown, "a node life");
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let t = |i: usize| -> StoreResult<Option<i64>> {
+            Ok(r.try_get::<_, Option<SystemTime>>(i)
+                .map_err(&bad)?
+                .map(ms_of))
+        };
+        out.push(
+            SessionRow {
+                node_id: r.try_get(0).map_err(&bad)?,
+                instance: r.try_get(1).map_err(&bad)?,
+                host_name: r.try_get(2).map_err(&bad)?,
+                started_at: t(3)?.unwrap_or_default(),
+                heartbeat_at: t(4)?.unwrap_or_default(),
+                stopped_at: t(5)?,
+            }
+            .into_session(shown)?,
+        );
+    }
+    Ok(out)
+}
+
+async fn runs_in(
+    c: &impl GenericClient,
+    shown: &str,
+    job: Option<JobId>,
+    from: Timestamp,
+    to: Timestamp,
+) -> Res<Vec<Run>> {
+    // Two statements, so each has its index: (job_id, fire_time) or (fire_time, id).
+    let rows = match job {
+        Some(job) => {
+            c.query(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = $1 \
+                     AND fire_time >= $2 AND fire_time < $3 ORDER BY fire_time, id"
+                ),
+                &[&job.0, &ts(from), &ts(to)],
+            )
+            .await
+        }
+        None => {
+            c.query(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs \
+                     WHERE fire_time >= $1 AND fire_time < $2 ORDER BY fire_time, id"
+                ),
+                &[&ts(from), &ts(to)],
+            )
+            .await
+        }
+    }
+    .map_err(|e| pg(shown, "listing runs by fire time", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| run_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn begin_attempts(c: &impl GenericClient, shown: &str, attempts: &[Attempt]) -> Res<()> {
+    let run: Vec<i64> = attempts.iter().map(|a| a.run_id.0).collect();
+    let attempt: Vec<i32> = attempts
+        .iter()
+        .map(|a| i32::try_from(a.attempt).unwrap_or(i32::MAX))
+        .collect();
+    let node: Vec<&str> = attempts.iter().map(|a| a.node_id.0.as_str()).collect();
+    let instance: Vec<Option<&str>> = attempts
+        .iter()
+        .map(|a| a.node_instance.as_ref().map(|i| i.0.as_str()))
+        .collect();
+    let started: Vec<SystemTime> = attempts.iter().map(|a| ts(a.started_at)).collect();
+    c.execute(
+        "INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
+         SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], \
+         $5::timestamptz[]) ON CONFLICT (run_id, attempt) DO NOTHING",
+        &[&run, &attempt, &node, &instance, &started],
+    )
+    .await
+    .map_err(|e| pg(shown, "recording attempts", e))?;
+    Ok(())
+}
+
+async fn end_attempt(
+    c: &impl GenericClient,
+    shown: &str,
+    run: RunId,
+    attempt: u32,
+    end: &AttemptEnd,
+) -> Res<bool> {
+    let n = c
+        .execute(
+            "UPDATE run_attempts SET finished_at = $1, outcome = $2, error = $3 \
+             WHERE run_id = $4 AND attempt = $5 AND finished_at IS NULL",
+            &[
+                &ts(end.at),
+                &end.outcome.name(),
+                &end.error,
+                &run.0,
+                &i32::try_from(attempt).unwrap_or(i32::MAX),
+            ],
+        )
+        .await
+        .map_err(|e| pg(shown, "ending an attempt", e))?;
+    Ok(n > 0)
+}
+
+async fn outlived(
+    c: &impl GenericClient,
+    shown: &str,
+    run: RunId,
+    attempt: u32,
+    at: Timestamp,
+    error: &str,
+) -> Res<bool> {
+    let n = c
+        .execute(
+            "UPDATE run_attempts SET finished_at = $1, error = $2 \
+             WHERE run_id = $3 AND attempt = $4 \
+             AND outcome IN ('lease_expired', 'node_restarted') AND finished_at < $1",
+            &[
+                &ts(at),
+                &error,
+                &run.0,
+                &i32::try_from(attempt).unwrap_or(i32::MAX),
+            ],
+        )
+        .await
+        .map_err(|e| pg(shown, "recording an attempt's late end", e))?;
+    Ok(n > 0)
+}
+
+fn attempt_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<Attempt> {
+    let bad = read_err(shown, "an attempt row");
+    let t = |i: usize| -> StoreResult<Option<i64>> {
+        Ok(r.try_get::<_, Option<SystemTime>>(i)
+            .map_err(&bad)?
+            .map(ms_of))
+    };
+    AttemptRow {
+        run_id: r.try_get(0).map_err(&bad)?,
+        job_id: r.try_get(1).map_err(&bad)?,
+        fire_time: t(2)?.unwrap_or_default(),
+        attempt: i64::from(r.try_get::<_, i32>(3).map_err(&bad)?),
+        node_id: r.try_get(4).map_err(&bad)?,
+        node_instance: r.try_get(5).map_err(&bad)?,
+        started_at: t(6)?.unwrap_or_default(),
+        finished_at: t(7)?,
+        outcome: r.try_get(8).map_err(&bad)?,
+        error: r.try_get(9).map_err(&bad)?,
+    }
+    .into_attempt(shown)
+}
+
+async fn attempts_run(c: &impl GenericClient, shown: &str, run: RunId) -> Res<Vec<Attempt>> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {ATTEMPT_COLUMNS} FROM run_attempts a JOIN runs r ON r.id = a.run_id \
+                 WHERE a.run_id = $1 ORDER BY a.attempt"
+            ),
+            &[&run.0],
+        )
+        .await
+        .map_err(|e| pg(shown, "reading a run's attempts", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| attempt_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn attempts_in(
+    c: &impl GenericClient,
+    shown: &str,
+    job: Option<JobId>,
+    from: Timestamp,
+    to: Timestamp,
+) -> Res<Vec<Attempt>> {
+    let order = "ORDER BY r.fire_time, r.id, a.attempt";
+    let rows = match job {
+        Some(job) => {
+            c.query(
+                &format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM runs r JOIN run_attempts a ON a.run_id = r.id \
+                     WHERE r.job_id = $1 AND r.fire_time >= $2 AND r.fire_time < $3 {order}"
+                ),
+                &[&job.0, &ts(from), &ts(to)],
+            )
+            .await
+        }
+        None => {
+            c.query(
+                &format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM runs r JOIN run_attempts a ON a.run_id = r.id \
+                     WHERE r.fire_time >= $1 AND r.fire_time < $2 {order}"
+                ),
+                &[&ts(from), &ts(to)],
+            )
+            .await
+        }
+    }
+    .map_err(|e| pg(shown, "listing attempts by fire time", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| attempt_of(r, shown))
+        .collect::<StoreResult<_>>()?)
 }
 
 async fn nodes(c: &impl GenericClient, shown: &str) -> Res<Vec<NodeStatus>> {
@@ -1033,6 +1284,57 @@ impl Conn for PgConn<'_> {
     async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
         let s = self.shown;
         on!(self, |c| nodes(c, s).await)
+    }
+
+    async fn node_sessions(&mut self, from: Timestamp, to: Timestamp) -> Res<Vec<NodeSession>> {
+        let s = self.shown;
+        on!(self, |c| sessions(c, s, from, to).await)
+    }
+
+    async fn runs_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Run>> {
+        let s = self.shown;
+        on!(self, |c| runs_in(c, s, job, from, to).await)
+    }
+
+    async fn attempts_begin(&mut self, attempts: &[Attempt]) -> Res<()> {
+        let s = self.shown;
+        on!(self, |c| begin_attempts(c, s, attempts).await)
+    }
+
+    async fn attempt_end(&mut self, run: RunId, attempt: u32, end: &AttemptEnd) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| end_attempt(c, s, run, attempt, end).await)
+    }
+
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| outlived(c, s, run, attempt, at, error).await)
+    }
+
+    async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {
+        let s = self.shown;
+        on!(self, |c| attempts_run(c, s, run).await)
+    }
+
+    async fn attempts_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Attempt>> {
+        let s = self.shown;
+        on!(self, |c| attempts_in(c, s, job, from, to).await)
     }
 
     async fn log_append(&mut self, run: RunId, lines: &[LogLine]) -> Res<bool> {

@@ -33,7 +33,12 @@ pub const PG_MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0003_isolation_plugin_builds.sql"),
     ),
-    Migration::new(4, "alerts", sql!("0004_alerts.sql")),
+    Migration::new(
+        4,
+        "attempts_node_sessions",
+        sql!("0004_attempts_node_sessions.sql"),
+    ),
+    Migration::new(5, "alerts", sql!("0005_alerts.sql")),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

@@ -322,16 +322,22 @@ pub(super) static CLAIM_JOBS: LazyLock<String> = LazyLock::new(|| {
          ORDER BY priority, next_fire, id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED"
     )
 });
+/// The finish: the run's compare-and-set and, only if it matched, the end of the attempt's
+/// row, in one statement.
 pub(super) static FINISH: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "UPDATE runs SET state = $1, error = $2, result_json = $3, elapsed_ms = $4, \
+        "WITH f AS (UPDATE runs SET state = $1, error = $2, result_json = $3, elapsed_ms = $4, \
            lease_expires_at = NULL, \
            attempt = attempt + CASE WHEN $5 THEN 1 ELSE 0 END, \
            next_attempt_at = $6, \
            finished_at = CASE WHEN $5 THEN finished_at ELSE $7 END, \
            plugin = $10, plugin_version = $11, plugin_sha256 = $12 \
          WHERE id = $8 AND state = 'running' AND attempt = $9 \
-         RETURNING {RUN_COLUMNS}"
+         RETURNING {RUN_COLUMNS}), \
+         a AS (UPDATE run_attempts SET finished_at = $13, outcome = $14, error = $2 \
+           WHERE run_id = $8 AND attempt = $9 AND finished_at IS NULL \
+           AND EXISTS (SELECT 1 FROM f)) \
+         SELECT * FROM f"
     )
 });
 

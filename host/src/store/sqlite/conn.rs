@@ -11,8 +11,9 @@ use jiff::Timestamp;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use takt_core::alert::{AlertDelivery, AlertKey};
+use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
-use takt_core::node::{InstanceId, NodeInfo, NodeStatus};
+use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::backend::{job_missing, run_missing};
 use takt_core::store::engine::{
@@ -22,8 +23,8 @@ use takt_core::store::{DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreR
 
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
-    DELIVERY_COLUMNS, DeliveryRow, DueRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, RUN_COLUMNS,
-    RunRow, corrupt, to_i64,
+    ATTEMPT_COLUMNS, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow, JOB_COLUMNS, JobRow,
+    NODE_COLUMNS, NodeRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
 };
 
 /// The store's connection for one store call.
@@ -408,9 +409,10 @@ fn due_jobs(
     Ok(out)
 }
 
-/// The finish `write` of attempt `attempt` of run `id`, in one conditional statement: the
-/// stored run, or `None` when the run is not running that attempt. Shared by the primitive and
-/// the finishing thread's batches.
+/// The finish `write` of attempt `attempt` of run `id`, in one conditional statement, and the
+/// end of that attempt's row, under one savepoint: the stored run, or `None` when the run is
+/// not running that attempt (nothing written). Shared by the primitive and the finishing
+/// thread's batches.
 pub(super) fn finish_row(
     conn: &Connection,
     path: &str,
@@ -431,30 +433,97 @@ pub(super) fn finish_row(
         .elapsed
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let plugin = write.plugin.as_ref();
-    conn.prepare_cached(&FINISH)
-        .and_then(|mut stmt| {
-            stmt.query_row(
-                params![
-                    write.state.name(),
-                    write.error,
-                    write.result_json,
-                    elapsed,
-                    i64::from(write.retry),
-                    opt_ms(write.next_attempt_at),
-                    opt_ms(write.finished_at),
-                    id.0,
-                    i64::from(attempt),
-                    plugin.map(|p| p.name.as_str()),
-                    plugin.map(|p| p.version.as_str()),
-                    plugin.and_then(|p| p.sha256.as_deref())
-                ],
-                RunRow::read,
-            )
-        })
-        .optional()
-        .map_err(|e| sql_error(path, "finishing a run", e))?
-        .map(|r| r.into_run(path))
-        .transpose()
+    // The run and its attempt together: a savepoint (a transaction of its own outside one,
+    // nested in the finishing thread's batch).
+    conn.execute_batch("SAVEPOINT finish")
+        .map_err(|e| sql_error(path, "finishing a run", e))?;
+    let written = (|| {
+        let row = conn
+            .prepare_cached(&FINISH)
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        write.state.name(),
+                        write.error,
+                        write.result_json,
+                        elapsed,
+                        i64::from(write.retry),
+                        opt_ms(write.next_attempt_at),
+                        opt_ms(write.finished_at),
+                        id.0,
+                        i64::from(attempt),
+                        plugin.map(|p| p.name.as_str()),
+                        plugin.map(|p| p.version.as_str()),
+                        plugin.and_then(|p| p.sha256.as_deref())
+                    ],
+                    RunRow::read,
+                )
+            })
+            .optional()?;
+        if row.is_some() {
+            end_attempt(conn, id, attempt, &write.attempt_end)?;
+        }
+        Ok::<_, rusqlite::Error>(row)
+    })();
+    match written {
+        Ok(row) => {
+            conn.execute_batch("RELEASE finish")
+                .map_err(|e| sql_error(path, "finishing a run", e))?;
+            row.map(|r| r.into_run(path)).transpose()
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK TO finish; RELEASE finish");
+            Err(sql_error(path, "finishing a run", e))
+        }
+    }
+}
+
+/// Ends the open attempt `attempt` of run `id` with `end`; whether it was open.
+fn end_attempt(
+    conn: &Connection,
+    id: RunId,
+    attempt: u32,
+    end: &AttemptEnd,
+) -> rusqlite::Result<bool> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE run_attempts SET finished_at = ?1, outcome = ?2, error = ?3 \
+             WHERE run_id = ?4 AND attempt = ?5 AND finished_at IS NULL",
+        )?
+        .execute(params![
+            ms(end.at),
+            end.outcome.name(),
+            end.error,
+            id.0,
+            i64::from(attempt)
+        ])?;
+    Ok(n > 0)
+}
+
+fn read_attempt(r: &Row<'_>) -> rusqlite::Result<AttemptRow> {
+    Ok(AttemptRow {
+        run_id: r.get(0)?,
+        job_id: r.get(1)?,
+        fire_time: r.get(2)?,
+        attempt: r.get(3)?,
+        node_id: r.get(4)?,
+        node_instance: r.get(5)?,
+        started_at: r.get(6)?,
+        finished_at: r.get(7)?,
+        outcome: r.get(8)?,
+        error: r.get(9)?,
+    })
+}
+
+fn read_session(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        node_id: r.get(0)?,
+        instance: r.get(1)?,
+        host_name: r.get(2)?,
+        started_at: r.get(3)?,
+        heartbeat_at: r.get(4)?,
+        stopped_at: r.get(5)?,
+    })
 }
 
 impl SqliteConn<'_> {
@@ -801,6 +870,156 @@ impl Conn for SqliteConn<'_> {
         Ok(self.list_runs(filter)?)
     }
 
+    async fn runs_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Run>> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "listing runs by fire time", e);
+        // Two statements, so each has its index: (job_id, fire_time) or (fire_time, id).
+        let rows = match job {
+            Some(job) => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 \
+                     AND fire_time >= ?2 AND fire_time < ?3 ORDER BY fire_time, id"
+                ))
+                .map_err(failed)?
+                .query_map(params![job.0, ms(from), ms(to)], RunRow::read)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+            None => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs \
+                     WHERE fire_time >= ?1 AND fire_time < ?2 ORDER BY fire_time, id"
+                ))
+                .map_err(failed)?
+                .query_map(params![ms(from), ms(to)], RunRow::read)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+        }
+        .map_err(failed)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_run(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    async fn attempts_begin(&mut self, attempts: &[Attempt]) -> Res<()> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "recording an attempt", e);
+        let mut stmt = self
+            .db
+            .conn
+            .prepare_cached(
+                "INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, attempt) DO NOTHING",
+            )
+            .map_err(failed)?;
+        for a in attempts {
+            stmt.execute(params![
+                a.run_id.0,
+                i64::from(a.attempt),
+                a.node_id.0,
+                a.node_instance.as_ref().map(|i| i.0.as_str()),
+                ms(a.started_at)
+            ])
+            .map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    async fn attempt_end(&mut self, run: RunId, attempt: u32, end: &AttemptEnd) -> Res<bool> {
+        Ok(end_attempt(&self.db.conn, run, attempt, end)
+            .map_err(|e| sql_error(self.path(), "ending an attempt", e))?)
+    }
+
+    async fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(
+                "UPDATE run_attempts SET finished_at = ?1, error = ?2 \
+                 WHERE run_id = ?3 AND attempt = ?4 \
+                 AND outcome IN ('lease_expired', 'node_restarted') AND finished_at < ?1",
+            )
+            .and_then(|mut stmt| stmt.execute(params![ms(at), error, run.0, i64::from(attempt)]))
+            .map_err(|e| sql_error(self.path(), "recording an attempt's late end", e))?;
+        Ok(n > 0)
+    }
+
+    async fn attempts_of_run(&mut self, run: RunId) -> Res<Vec<Attempt>> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "reading a run's attempts", e);
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {ATTEMPT_COLUMNS} FROM run_attempts a JOIN runs r ON r.id = a.run_id \
+                 WHERE a.run_id = ?1 ORDER BY a.attempt"
+            ))
+            .map_err(failed)?
+            .query_map([run.0], read_attempt)
+            .map_err(failed)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(failed)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_attempt(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    async fn attempts_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Res<Vec<Attempt>> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "listing attempts by fire time", e);
+        let order = "ORDER BY r.fire_time, r.id, a.attempt";
+        let rows = match job {
+            Some(job) => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM runs r JOIN run_attempts a ON a.run_id = r.id \
+                     WHERE r.job_id = ?1 AND r.fire_time >= ?2 AND r.fire_time < ?3 {order}"
+                ))
+                .map_err(failed)?
+                .query_map(params![job.0, ms(from), ms(to)], read_attempt)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+            None => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM runs r JOIN run_attempts a ON a.run_id = r.id \
+                     WHERE r.fire_time >= ?1 AND r.fire_time < ?2 {order}"
+                ))
+                .map_err(failed)?
+                .query_map(params![ms(from), ms(to)], read_attempt)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+        }
+        .map_err(failed)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_attempt(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
     async fn run_finish_if_running(
         &mut self,
         id: RunId,
@@ -879,6 +1098,11 @@ impl Conn for SqliteConn<'_> {
         if beat == 0 {
             return Ok(None);
         }
+        self.db
+            .conn
+            .prepare_cached("UPDATE node_sessions SET heartbeat_at = ?1 WHERE instance = ?2")
+            .and_then(|mut stmt| stmt.execute(params![ms(now), instance.0]))
+            .map_err(|e| sql_error(path, "recording a heartbeat", e))?;
         let failed = |e| sql_error(path, "renewing leases", e);
         let mut stmt = self
             .db
@@ -931,6 +1155,19 @@ impl Conn for SqliteConn<'_> {
                 ])
             })
             .map_err(|e| sql_error(self.path(), "registering the node", e))?;
+        self.db
+            .conn
+            .prepare_cached(
+                "INSERT INTO node_sessions (instance, node_id, host_name, started_at, \
+                 heartbeat_at, stopped_at) VALUES (?1, ?2, ?3, ?4, ?4, NULL) \
+                 ON CONFLICT (instance) DO UPDATE SET node_id = excluded.node_id, \
+                 host_name = excluded.host_name, started_at = excluded.started_at, \
+                 heartbeat_at = excluded.heartbeat_at, stopped_at = NULL",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![node.instance.0, node.id.0, node.host_name, ms(now)])
+            })
+            .map_err(|e| sql_error(self.path(), "recording the node's life", e))?;
         Ok(true)
     }
 
@@ -940,11 +1177,40 @@ impl Conn for SqliteConn<'_> {
             .prepare_cached("UPDATE nodes SET stopped_at = ?1 WHERE id = ?2 AND instance = ?3")
             .and_then(|mut stmt| stmt.execute(params![ms(now), node.0, instance.0]))
             .map_err(|e| sql_error(self.path(), "recording a node stop", e))?;
+        self.db
+            .conn
+            .prepare_cached(
+                "UPDATE node_sessions SET stopped_at = ?1 WHERE node_id = ?2 AND instance = ?3",
+            )
+            .and_then(|mut stmt| stmt.execute(params![ms(now), node.0, instance.0]))
+            .map_err(|e| sql_error(self.path(), "recording a node stop", e))?;
         Ok(())
     }
 
     async fn node_list(&mut self) -> Res<Vec<NodeStatus>> {
         Ok(nodes(&self.db.conn, self.path(), None)?)
+    }
+
+    async fn node_sessions(&mut self, from: Timestamp, to: Timestamp) -> Res<Vec<NodeSession>> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "listing node lives", e);
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM node_sessions \
+                 WHERE started_at < ?2 AND COALESCE(stopped_at, heartbeat_at) >= ?1 \
+                 ORDER BY started_at, instance"
+            ))
+            .map_err(failed)?
+            .query_map(params![ms(from), ms(to)], read_session)
+            .map_err(failed)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(failed)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_session(path))
+            .collect::<StoreResult<_>>()?)
     }
 
     // ---- logs, retention ---------------------------------------------------------------
@@ -1172,28 +1438,37 @@ impl SqliteConn<'_> {
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
         let path = &*self.db.path;
-        let mut stmt = self
-            .db
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs \
-                 WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR state = ?2) \
-                 ORDER BY fire_time DESC, id DESC LIMIT ?3"
-            ))
-            .map_err(|e| sql_error(path, "listing runs", e))?;
+        let failed = |e| sql_error(path, "listing runs", e);
         let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-        let rows = stmt
-            .query_map(
-                params![
-                    filter.job.map(|j| j.0),
-                    filter.state.map(|s| s.name()),
-                    limit
-                ],
-                RunRow::read,
-            )
-            .map_err(|e| sql_error(path, "listing runs", e))?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| sql_error(path, "listing runs", e))?;
+        let state = filter.state.map(|s| s.name());
+        // One job's runs along the (job_id, fire_time) key, newest first: a page of one job
+        // reads that page, however many runs other jobs have. (`?1 IS NULL OR job_id = ?1`
+        // would make SQLite walk every run by fire time instead.)
+        let rows = match filter.job {
+            Some(job) => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 \
+                     AND (?2 IS NULL OR state = ?2) ORDER BY fire_time DESC, id DESC LIMIT ?3"
+                ))
+                .map_err(failed)?
+                .query_map(params![job.0, state, limit], RunRow::read)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+            None => self
+                .db
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR state = ?1) \
+                     ORDER BY fire_time DESC, id DESC LIMIT ?2"
+                ))
+                .map_err(failed)?
+                .query_map(params![state, limit], RunRow::read)
+                .map_err(failed)?
+                .collect::<rusqlite::Result<Vec<_>>>(),
+        }
+        .map_err(failed)?;
         rows.into_iter().map(|r| r.into_run(path)).collect()
     }
 

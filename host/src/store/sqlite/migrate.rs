@@ -36,7 +36,12 @@ pub const MIGRATIONS: &[Migration] = &[
         "isolation_plugin_builds",
         sql!("0004_isolation_plugin_builds.sql"),
     ),
-    Migration::new(5, "alerts", sql!("0005_alerts.sql")),
+    Migration::new(
+        5,
+        "attempts_node_sessions",
+        sql!("0005_attempts_node_sessions.sql"),
+    ),
+    Migration::new(6, "alerts", sql!("0006_alerts.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::{Conn, Dialect, Engine, Fail, NextFireMove, PendingDue, RETRY_PAUSES_MS, Retry};
 use super::{Session, retrying};
+use crate::attempt::Attempt;
 use crate::job::{JobDef, JobId};
 use crate::run::{Run, RunId, RunState};
 use crate::store::backend::{add, job_missing, next_firing, run_changed, run_missing};
@@ -168,6 +169,14 @@ async fn claim_once<D: Dialect>(
             .into());
         }
         let inserted = tx.insert_runs(&runs, token).await?;
+        let begun: Vec<Attempt> = inserted
+            .iter()
+            .filter(|r| r.state == RunState::Running)
+            .filter_map(attempt_of)
+            .collect();
+        if !begun.is_empty() {
+            tx.attempts_begin(&begun).await?;
+        }
         let mut round: Vec<(Key, ClaimedRun)> = Vec::new();
         for (key, job) in fired {
             let id = job.id;
@@ -229,7 +238,23 @@ async fn claim_pending_run<C: Conn>(
         .run_update_if(&run, before, token)
         .await?
         .ok_or_else(|| run_changed(id, "claiming its retry"))?;
+    if let Some(a) = attempt_of(&stored) {
+        tx.attempts_begin(std::slice::from_ref(&a)).await?;
+    }
     Ok(Some(ClaimedRun { run: stored, job }))
+}
+
+/// The attempt a claim begins for `run`, which it has just set running.
+pub(super) fn attempt_of(run: &Run) -> Option<Attempt> {
+    Some(Attempt::begun(
+        run.id?,
+        run.job_id,
+        run.fire_time,
+        run.attempt,
+        run.node_id.clone()?,
+        run.node_instance.clone(),
+        run.started_at?,
+    ))
 }
 
 /// After a claim's COMMIT failed with the outcome unknown: the runs it claimed if it

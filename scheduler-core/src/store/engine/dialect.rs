@@ -24,8 +24,9 @@ use jiff::Timestamp;
 
 use super::Fail;
 use crate::alert::{AlertDelivery, AlertKey};
+use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
 use crate::job::{JobDef, JobId, JobName};
-use crate::node::{InstanceId, NodeInfo, NodeStatus, Registration};
+use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus, Registration};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
 use crate::store::{Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError};
 
@@ -140,6 +141,9 @@ pub struct FinishWrite {
     /// The plugin build that ran the attempt (replaces an earlier attempt's, also with
     /// `None`: an attempt that reached no plugin).
     pub plugin: Option<PluginBuild>,
+    /// The end of the attempt, written to its attempt row in the same statement or
+    /// transaction as the run's columns (only when the run's compare-and-set matched).
+    pub attempt_end: AttemptEnd,
 }
 
 impl FinishWrite {
@@ -155,6 +159,12 @@ impl FinishWrite {
             next_attempt_at: finish.retry_at.filter(|_| retry),
             finished_at: (!retry).then_some(finish.finished_at),
             plugin: finish.plugin.clone(),
+            attempt_end: AttemptEnd {
+                at: finish.finished_at,
+                // `validate` refused running; skipped never reaches a finish.
+                outcome: AttemptOutcome::of_state(finish.state).unwrap_or(AttemptOutcome::Failed),
+                error: finish.error.clone(),
+            },
         }
     }
 
@@ -212,7 +222,7 @@ pub trait Conn: Send {
         now: Timestamp,
     ) -> impl Future<Output = Res<Option<JobDef>>> + Send;
 
-    /// Deletes the job with its runs and their logs; whether it existed.
+    /// Deletes the job with its runs, their logs and attempts; whether it existed.
     fn job_delete(&mut self, id: JobId) -> impl Future<Output = Res<bool>> + Send;
 
     /// Sets `enabled` (version + 1, `updated_at = now`); the stored job, or `None`.
@@ -328,7 +338,9 @@ pub trait Conn: Send {
     /// Runs matching `filter`, newest fire time first (then newest id).
     fn run_list(&mut self, filter: &RunFilter) -> impl Future<Output = Res<Vec<Run>>> + Send;
 
-    /// Writes `write` to the run if it is running with `attempt`; the stored run, or `None`.
+    /// Writes `write` to the run if it is running with `attempt`, and ends that attempt's row
+    /// with `write.attempt_end` (if it is open), atomically; the stored run, or `None`
+    /// (nothing written).
     fn run_finish_if_running(
         &mut self,
         id: RunId,
@@ -351,11 +363,59 @@ pub trait Conn: Send {
         restart: Option<(&NodeId, &InstanceId)>,
     ) -> impl Future<Output = Res<Vec<RunId>>> + Send;
 
+    /// Runs of `job` (every job with `None`) whose fire time is in `[from, to)`, by fire
+    /// time then id. Along the (job, fire time) key.
+    fn runs_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> impl Future<Output = Res<Vec<Run>>> + Send;
+
+    // ---- attempts --------------------------------------------------------------------
+
+    /// Inserts each attempt's row under its (run, attempt) key, open (no end); a taken key is
+    /// left as it is.
+    fn attempts_begin(&mut self, attempts: &[Attempt]) -> impl Future<Output = Res<()>> + Send;
+
+    /// Ends attempt `attempt` of `run` with `end` if its row is open; whether it was.
+    fn attempt_end(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        end: &AttemptEnd,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Records that attempt `attempt` of `run`, ended by recovery (outcome `lease_expired` or
+    /// `node_restarted`), was still executing until `at`: its node's finish came later and
+    /// was refused. Sets `finished_at = at` and `error` if the row has such an outcome and an
+    /// earlier end; whether it did.
+    fn attempt_outlived(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        at: Timestamp,
+        error: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// The attempts of one run, by attempt number.
+    fn attempts_of_run(&mut self, run: RunId) -> impl Future<Output = Res<Vec<Attempt>>> + Send;
+
+    /// The attempts of the runs [`Conn::runs_between`] returns, by fire time, run id and
+    /// attempt number.
+    fn attempts_between(
+        &mut self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> impl Future<Output = Res<Vec<Attempt>>> + Send;
+
     // ---- nodes and leases --------------------------------------------------------------
 
-    /// The heartbeat of `node`'s life `instance` at `now` and the renewal to `until` of the
-    /// leases of its running runs that have not expired at `now`, atomically: the renewed
-    /// runs' ids, or `None` (nothing written) when the node's row does not hold `instance`.
+    /// The heartbeat of `node`'s life `instance` at `now` (on the node's row and on the life's
+    /// session row) and the renewal to `until` of the leases of its running runs that have
+    /// not expired at `now`, atomically: the renewed runs' ids, or `None` (nothing written)
+    /// when the node's row does not hold `instance`.
     fn renew(
         &mut self,
         node: &NodeId,
@@ -370,7 +430,8 @@ pub trait Conn: Send {
 
     /// Writes `node` as the node's life, started and heartbeating at `now`, not stopped:
     /// replacing the row when `exists`, inserting it otherwise (`false` when another process
-    /// inserted it first: the engine tries again and judges that row).
+    /// inserted it first: the engine tries again and judges that row); and records the life
+    /// as a new session row ([`NodeSession`]).
     fn node_put(
         &mut self,
         node: &NodeInfo,
@@ -378,7 +439,8 @@ pub trait Conn: Send {
         exists: bool,
     ) -> impl Future<Output = Res<bool>> + Send;
 
-    /// Records the stop of `node`'s life `instance` (nothing when the row holds another).
+    /// Records the stop of `node`'s life `instance` on its session row, and on the node's row
+    /// unless that holds another life by now.
     fn node_stop(
         &mut self,
         node: &NodeId,
@@ -388,6 +450,14 @@ pub trait Conn: Send {
 
     /// Every node, by id, with its running runs.
     fn node_list(&mut self) -> impl Future<Output = Res<Vec<NodeStatus>>> + Send;
+
+    /// The node lives that started before `to` and were last seen (stop, else heartbeat) at or
+    /// after `from`, by start.
+    fn node_sessions(
+        &mut self,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> impl Future<Output = Res<Vec<NodeSession>>> + Send;
 
     // ---- logs, retention, notifications ---------------------------------------------
 
@@ -407,7 +477,8 @@ pub trait Conn: Send {
         limit: usize,
     ) -> impl Future<Output = Res<Vec<(u64, LogLine)>>> + Send;
 
-    /// Removes the runs in a final state that finished before `older_than`, with their logs.
+    /// Removes the runs in a final state that finished before `older_than`, with their logs
+    /// and attempts.
     fn retention_purge(
         &mut self,
         older_than: Timestamp,

@@ -42,8 +42,9 @@ use super::{
     Store, StoreError, StoreResult,
 };
 use crate::alert::{AlertDelivery, AlertKey, clip, limits};
+use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
 use crate::job::{JobDef, JobId, JobName};
-use crate::node::{InstanceId, NodeStatus, Registered, Registration, registration};
+use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration, registration};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
 
 /// The rules of a store over dialect `D`. Cheap to clone when `D` is (clones share the
@@ -279,12 +280,10 @@ impl<D: Dialect> Engine<D> {
                         }
                         Ok(run)
                     }
-                    None => {
-                        // Refused: say why, as the compare-and-set saw it.
-                        let mut s = d.session(what).await?;
-                        let run = s.conn().run_get(id).await?.ok_or_else(|| run_missing(id))?;
-                        Err(unfinishable(&run, id, expected_attempt).into())
-                    }
+                    // Refused: say why, as the compare-and-set saw it. Boxed: a rare path
+                    // that would otherwise grow every finish's future (deep stacks in
+                    // debug builds of the server stores).
+                    None => Err(Box::pin(refused(d, id, expected_attempt, finish)).await),
                 }
             }
         })
@@ -346,12 +345,21 @@ impl<D: Dialect> Engine<D> {
                     .await?
                     .ok_or_else(|| job_missing(run.job_id))?;
                 let attempt = run.attempt;
+                let outcome = AttemptOutcome::of_recovery(&event);
                 run.apply(event, now, &job.retry)
                     .map_err(StoreError::from)?;
                 let stored = tx
                     .run_update_if(&run, (RunState::Running, attempt), 0)
                     .await?
                     .ok_or_else(|| run_changed(id, "recovering it"))?;
+                if let Some(outcome) = outcome {
+                    let end = AttemptEnd {
+                        at: now,
+                        outcome,
+                        error: stored.error.clone(),
+                    };
+                    tx.attempt_end(id, attempt, &end).await?;
+                }
                 out.push(stored);
             }
             if !out.is_empty() {
@@ -463,6 +471,54 @@ impl<D: Dialect> Engine<D> {
         })
         .await
     }
+}
+
+/// Why a finish was refused, read back; on the way, the real end of an attempt recovered
+/// while its node went on executing it goes on its row, so a retry that ran meanwhile shows
+/// as a second execution of the fire.
+async fn refused<D: Dialect>(d: &D, id: RunId, expected_attempt: u32, finish: &RunFinish) -> Fail {
+    let what = "finishing a run";
+    let read = async {
+        let mut s = d.session(what).await?;
+        let mut c = s.conn();
+        let run = c.run_get(id).await?.ok_or_else(|| run_missing(id))?;
+        if let Some(a) = c
+            .attempts_of_run(id)
+            .await?
+            .into_iter()
+            .find(|a| a.attempt == expected_attempt)
+            && matches!(
+                a.outcome,
+                Some(AttemptOutcome::LeaseExpired | AttemptOutcome::NodeRestarted)
+            )
+            && a.finished_at.is_some_and(|f| f < finish.finished_at)
+        {
+            let text = outlived_text(&a, finish);
+            c.attempt_outlived(id, expected_attempt, finish.finished_at, &text)
+                .await?;
+        }
+        Ok::<_, Fail>(run)
+    };
+    match read.await {
+        Ok(run) => unfinishable(&run, id, expected_attempt).into(),
+        Err(f) => f,
+    }
+}
+
+/// The error of an attempt whose node finished it after its recovery.
+fn outlived_text(a: &Attempt, finish: &RunFinish) -> String {
+    let outcome = AttemptOutcome::of_state(finish.state).map_or("ended", AttemptOutcome::name);
+    let mut text = format!(
+        "{}; its node went on executing it and finished it at {} ({outcome}",
+        a.error.as_deref().unwrap_or("recovered"),
+        finish.finished_at
+    );
+    if let Some(e) = &finish.error {
+        text.push_str(": ");
+        text.push_str(e);
+    }
+    text.push_str("), after the recovery");
+    text
 }
 
 impl<D: Dialect> Engine<D> {
@@ -672,6 +728,36 @@ impl<T: DialectStore> Store for T {
 
     async fn node_list(&self) -> StoreResult<Vec<NodeStatus>> {
         read!(self.engine(), "listing nodes", |c| c.node_list())
+    }
+
+    async fn node_sessions(&self, from: Timestamp, to: Timestamp) -> StoreResult<Vec<NodeSession>> {
+        read!(self.engine(), "listing node lives", |c| c
+            .node_sessions(from, to))
+    }
+
+    async fn runs_between(
+        &self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> StoreResult<Vec<Run>> {
+        read!(self.engine(), "listing runs by fire time", |c| c
+            .runs_between(job, from, to))
+    }
+
+    async fn run_attempts(&self, run: RunId) -> StoreResult<Vec<Attempt>> {
+        read!(self.engine(), "reading a run's attempts", |c| c
+            .attempts_of_run(run))
+    }
+
+    async fn attempts_between(
+        &self,
+        job: Option<JobId>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> StoreResult<Vec<Attempt>> {
+        read!(self.engine(), "listing attempts by fire time", |c| c
+            .attempts_between(job, from, to))
     }
 
     async fn log_append(&self, run: RunId, lines: &[LogLine]) -> StoreResult<()> {

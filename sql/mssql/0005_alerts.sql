@@ -1,4 +1,4 @@
--- takt SQL Server schema, migration 0004: alerts.
+-- takt SQL Server schema, migration 0005: alerts.
 --
 -- One row per (subject, condition) says whether an alert episode is open: opening one is
 -- conditional on the row being absent (the primary key decides between concurrent inserts)
@@ -29,5 +29,5 @@ CREATE TABLE alert_deliveries (
 );
 GO
 
-INSERT INTO schema_migrations (version, name) VALUES (4, N'alerts');
+INSERT INTO schema_migrations (version, name) VALUES (5, N'alerts');
 GO

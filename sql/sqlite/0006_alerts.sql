@@ -1,4 +1,4 @@
--- takt SQLite schema, migration 0005: alerts.
+-- takt SQLite schema, migration 0006: alerts.
 --
 -- One row per (subject, condition) says whether an alert episode is open: opening one is
 -- conditional on the row being absent or closed, closing one on it being open, so of several
@@ -28,4 +28,4 @@ CREATE TABLE alert_deliveries (
 );
 
 INSERT INTO schema_migrations (version, name, applied_at)
-VALUES (5, 'alerts', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+VALUES (6, 'alerts', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));

@@ -1,4 +1,4 @@
--- takt PostgreSQL schema, migration 0004: alerts.
+-- takt PostgreSQL schema, migration 0005: alerts.
 --
 -- One row per (subject, condition) says whether an alert episode is open: opening one is
 -- conditional on the row being absent (the primary key decides between concurrent inserts)
@@ -27,4 +27,4 @@ CREATE TABLE alert_deliveries (
     detail     text        NOT NULL
 );
 
-INSERT INTO schema_migrations (version, name) VALUES (4, 'alerts');
+INSERT INTO schema_migrations (version, name) VALUES (5, 'alerts');

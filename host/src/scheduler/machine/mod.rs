@@ -1,0 +1,1006 @@
+//! The loop's decisions: one synchronous state machine, [`Machine::handle`], fed every input of
+//! the scheduling loop as an [`Event`] and answering with the [`Step`]s the shell
+//! (`super::shell`) carries out. It does no I/O and reads no clock: "now" comes with each
+//! event, a store call is a step whose answer comes back as an event, so a test feeds events
+//! and asserts the exact steps, without sleeping.
+//!
+//! # Invariants
+//!
+//! * At most one store call ([`Step::is_call`]) is outstanding: the machine asks for one only
+//!   when it moves into a phase that waits for its answer, and asks for nothing else meanwhile.
+//!   Every other event (a command, a run's end, a wake) is handled in any phase and answers
+//!   with immediate steps only.
+//! * A claimed run is in `in_flight` from its claim until its execution ends, then in
+//!   `finishing` until its end is recorded (or given up). It moves to `finishing` before the
+//!   [`Step::Record`] that writes its end, and leaves `finishing` only once that write is
+//!   over. So when a lease renewal answers, a run this node executes that the store did not
+//!   renew was recovered elsewhere (lost: stop it), and a renewed run in neither set was never
+//!   started by this process (an orphan: fail it).
+//! * The claim order and the decisions of a pass: renew and recover (every `renew_every`),
+//!   prepare the due jobs (misfire and overlap), pass again at once while preparing changed
+//!   anything (so every fire claimed went through those decisions), claim in growing chunks up
+//!   to the free capacity, read the next due instant, sleep. A stop is obeyed at each of these
+//!   boundaries: the pass ends, runs already claimed still start.
+//! * A wake that comes during a pass is kept and starts the next pass as soon as this one
+//!   ends, so no change is missed between a pass's read and its sleep.
+//! * The stop: the drain lets `in_flight` and `finishing` empty for up to the grace (renewing
+//!   leases meanwhile), then the executor cancels what is left, and the loop exits once both
+//!   sets are empty.
+
+pub(crate) mod prepare;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use takt_core::job::JobId;
+use takt_core::policy::RetryPolicy;
+use takt_core::run::{PluginBuild, Run, RunEvent, RunId, RunState};
+use takt_core::store::{ClaimedRun, RunFinish, StoreError, StoreErrorKind};
+
+use super::{SchedulerConfig, SchedulerEvent};
+use crate::plugins::PluginVersion;
+
+/// The first claim of a pass takes at most this many runs; each further claim of the pass
+/// takes twice the one before, up to the pass's limit.
+///
+/// The chunks together take exactly what one claim of the limit would (the top of the claim
+/// order), and each chunk's runs are started before the next is claimed: when many fires are
+/// due at one instant the first bodies start after a small claim instead of after the whole
+/// batch (B4 on SQLite: a claim of 100 fires took 2–4 ms). A claim advances a job's next fire
+/// once per call, so a chunk whose job is due again (a catch-up) ends the pass's claiming and
+/// that fire goes through the next pass's misfire and overlap decisions.
+pub(crate) const FIRST_CLAIM: usize = 8;
+
+/// The longest pause between passes while the database is away.
+pub(crate) const OUTAGE_BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+/// Every input of the scheduling loop. Closed: a new input is a new variant here, handled in
+/// [`Machine::handle`], and produced by one place in the shell.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// Something may be due sooner than planned: the loop's start, a job added or changed
+    /// through the handle, a change another node made (PostgreSQL `LISTEN`).
+    Wake,
+    /// The armed wait ([`Step::Sleep`]) ended.
+    Timer,
+    /// The drain's grace ([`Step::DrainFor`]) ran out.
+    DrainDeadline,
+    /// A command from the handle.
+    Command(Command),
+    /// A run's execution ended (the shell's run task returned).
+    RunEnded(Box<Ended>),
+    /// A run's task ended without an outcome (it panicked): nothing can be recorded; the run
+    /// stays running in the store and the next renewal fails it as an orphan.
+    RunAbandoned(RunId),
+    /// A [`Step::Record`] is over: `state` is what was recorded, `None` when it could not be.
+    RunRecorded {
+        /// The run.
+        run: RunId,
+        /// The recorded state.
+        state: Option<RunState>,
+    },
+    /// The answer to [`Step::Renew`]: the runs whose lease was renewed.
+    Renewed(Result<Vec<RunId>, StoreError>),
+    /// The answer to [`Step::RecoverExpired`]: how many runs were recovered.
+    Recovered(Result<usize, StoreError>),
+    /// The answer to [`Step::Prepare`].
+    Prepared(Result<prepare::Prepared, StoreError>),
+    /// The answer to [`Step::Claim`].
+    Claimed(Result<Vec<ClaimedRun>, StoreError>),
+    /// The answer to [`Step::ReadNextDue`].
+    NextDue(Result<Option<Timestamp>, StoreError>),
+    /// The answer to [`Step::StopExecutor`].
+    ExecutorStopped,
+}
+
+/// A command from [`super::SchedulerHandle`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// Claim nothing until resumed.
+    Pause,
+    /// Undo [`Command::Pause`].
+    Resume,
+    /// Stop gracefully within `grace`; a second one shortens the drain, never lengthens it.
+    Shutdown {
+        /// How long running runs may go on.
+        grace: Duration,
+    },
+    /// Cancel this node's run (answers [`Step::Reply`] with whether it runs here).
+    CancelRun {
+        /// The run.
+        run: RunId,
+        /// Why, written into its log.
+        why: String,
+    },
+    /// Cancel this node's runs of a job being removed (answers [`Step::Reply`]).
+    CancelJob {
+        /// The job.
+        job: JobId,
+    },
+}
+
+/// How a run's execution ended, before the core decided the run's new state.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    /// The run's id.
+    pub id: RunId,
+    /// The run as claimed.
+    pub run: Run,
+    /// Its job's retry policy.
+    pub retry: RetryPolicy,
+    /// What the execution reported.
+    pub event: RunEvent,
+    /// How long the plugin ran (`None`: never called).
+    pub elapsed: Option<Duration>,
+    /// The build that ran it.
+    pub plugin: Option<PluginBuild>,
+    /// A retired plugin version whose last run this was.
+    pub drained: Option<PluginVersion>,
+}
+
+/// What the shell must do. Store calls ([`Step::is_call`]) answer with an event; the others
+/// are carried out in order and answer nothing (except [`Step::Reply`], which answers the
+/// command being handled).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Step {
+    /// Renew this life's leases until `until` (also the node's heartbeat). Answers
+    /// [`Event::Renewed`].
+    Renew {
+        /// The renewal's instant.
+        now: Timestamp,
+        /// The new expiry.
+        until: Timestamp,
+    },
+    /// Recover any node's expired leases. Answers [`Event::Recovered`].
+    RecoverExpired {
+        /// The instant.
+        now: Timestamp,
+    },
+    /// The misfire and overlap decisions for the first `claim_batch` due jobs (due by
+    /// `horizon`, late by `now`). Answers [`Event::Prepared`].
+    Prepare {
+        /// Now.
+        now: Timestamp,
+        /// Due by.
+        horizon: Timestamp,
+    },
+    /// Claim up to `limit` runs due by `horizon`. Answers [`Event::Claimed`].
+    Claim {
+        /// Due by.
+        horizon: Timestamp,
+        /// The most runs.
+        limit: usize,
+    },
+    /// Read the next due instant. Answers [`Event::NextDue`].
+    ReadNextDue,
+    /// Cancel everything the executor still runs and wait for its threads' grace. Answers
+    /// [`Event::ExecutorStopped`].
+    StopExecutor,
+    /// Start executing a claimed run (a task that answers [`Event::RunEnded`]).
+    Start(Box<ClaimedRun>),
+    /// Write `why` into a run's log, then cancel it.
+    Cancel {
+        /// The run.
+        run: RunId,
+        /// The log line.
+        why: String,
+    },
+    /// Fail a run the store holds for this node that it never started, to be retried per
+    /// policy (see [`super::run::ORPHANED`]).
+    FailOrphan {
+        /// The run.
+        run: RunId,
+        /// The instant.
+        now: Timestamp,
+    },
+    /// Record the end of an attempt, retrying while the database is away (a task that
+    /// answers [`Event::RunRecorded`]).
+    Record {
+        /// The run.
+        run: RunId,
+        /// The attempt that ended.
+        attempt: u32,
+        /// What to record.
+        finish: Box<RunFinish>,
+    },
+    /// Tell the subscribers.
+    Publish(SchedulerEvent),
+    /// Answer the command being handled.
+    Reply(bool),
+    /// Wait for the next event, at most until the clock reads `until` and at most `at_most`
+    /// of real time; either ending is [`Event::Timer`]. Replaces the wait armed before.
+    Sleep {
+        /// On the scheduler's clock.
+        until: Option<Timestamp>,
+        /// Real time (the safety poll, the outage backoff).
+        at_most: Option<Duration>,
+    },
+    /// The drain ends `grace` after it began (real time): [`Event::DrainDeadline`].
+    DrainFor(Duration),
+    /// The loop is over: free the node id and end.
+    Exit,
+}
+
+impl Step {
+    /// Whether this step is a call whose answer the machine waits for.
+    pub(crate) fn is_call(&self) -> bool {
+        matches!(
+            self,
+            Step::Renew { .. }
+                | Step::RecoverExpired { .. }
+                | Step::Prepare { .. }
+                | Step::Claim { .. }
+                | Step::ReadNextDue
+                | Step::StopExecutor
+        )
+    }
+}
+
+/// Why a pass failed: the first store error of the pass, named by the call that failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PassError {
+    /// [`Step::Renew`] failed.
+    #[error("renewing leases: {0}")]
+    Renew(StoreError),
+    /// [`Step::RecoverExpired`] failed.
+    #[error("recovering expired leases: {0}")]
+    Recover(StoreError),
+    /// [`Step::Prepare`] failed.
+    #[error("preparing due jobs: {0}")]
+    Prepare(StoreError),
+    /// The first chunk of [`Step::Claim`] failed.
+    #[error("claiming due runs: {0}")]
+    Claim(StoreError),
+    /// [`Step::ReadNextDue`] failed.
+    #[error("reading the next due time: {0}")]
+    NextDue(StoreError),
+}
+
+/// What the machine knows of a run of this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Flight {
+    job: JobId,
+    fire_time: Timestamp,
+    attempt: u32,
+    /// A cancel was asked already (the overlap policy `cancel-running` asks once).
+    cancel_asked: bool,
+}
+
+/// A pass in progress.
+#[derive(Debug)]
+struct Pass {
+    /// The pass's instant.
+    now: Timestamp,
+    /// Due by (the lookahead).
+    horizon: Timestamp,
+    /// The first store error.
+    error: Option<PassError>,
+    /// Whether the claim took anything.
+    progressed: bool,
+}
+
+/// The claim chunks of a pass.
+#[derive(Debug)]
+struct Chunks {
+    taken: usize,
+    chunk: usize,
+    limit: usize,
+    asked: usize,
+}
+
+/// Where the machine is.
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for an event (a sleep, or the outage backoff).
+    Idle,
+    Renewing(Pass),
+    Recovering(Pass, Option<PassError>),
+    Preparing(Pass),
+    Claiming(Pass, Chunks),
+    ReadingDue(Pass),
+    /// Stopping: waiting for this node's runs, for up to the grace.
+    Draining {
+        /// A renewal is outstanding.
+        renewing: bool,
+    },
+    /// The executor was told to stop; waiting for the last ends to be recorded.
+    Stopping {
+        /// Its threads' grace is over.
+        executor_stopped: bool,
+    },
+    /// [`Step::Exit`] was given.
+    Stopped,
+}
+
+/// The database's health as the passes see it.
+#[derive(Debug, Default)]
+struct Outage {
+    since: Option<Timestamp>,
+    failed_passes: u32,
+}
+
+/// The scheduling loop's state, owned by the shell's one task.
+#[derive(Debug)]
+pub(crate) struct Machine {
+    config: SchedulerConfig,
+    phase: Phase,
+    in_flight: BTreeMap<RunId, Flight>,
+    finishing: BTreeMap<RunId, Flight>,
+    paused: bool,
+    /// The stop's grace, once a stop was asked (or the node was taken over).
+    stop: Option<Duration>,
+    taken_over: bool,
+    /// A wake came during a pass: pass again when it ends.
+    wake_pending: bool,
+    next_renew: Timestamp,
+    /// The next due instant as the last pass read it.
+    planned: Option<Timestamp>,
+    outage: Outage,
+}
+
+impl Machine {
+    /// A machine for `config` (already normalised by `Scheduler::with_plugins`) that renews on
+    /// its first pass.
+    pub(crate) fn new(config: SchedulerConfig, now: Timestamp) -> Machine {
+        Machine {
+            config,
+            phase: Phase::Idle,
+            in_flight: BTreeMap::new(),
+            finishing: BTreeMap::new(),
+            paused: false,
+            stop: None,
+            taken_over: false,
+            wake_pending: false,
+            next_renew: now,
+            planned: None,
+            outage: Outage::default(),
+        }
+    }
+
+    /// This node's runs in flight (what [`super::SchedulerHandle::running`] reports).
+    pub(crate) fn running(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The stop's grace, once stopping (a run's end that cannot be recorded is given up after
+    /// it).
+    pub(crate) fn stop_grace(&self) -> Option<Duration> {
+        self.stop
+    }
+
+    /// Decides what `event`, arriving at `now` on the scheduler's clock, makes the loop do.
+    pub(crate) fn handle(&mut self, event: Event, now: Timestamp) -> Vec<Step> {
+        let mut out = Vec::new();
+        match event {
+            Event::Wake => self.poke(now, &mut out),
+            Event::Timer => match self.phase {
+                Phase::Idle | Phase::Draining { renewing: false } => self.poke(now, &mut out),
+                _ => {}
+            },
+            Event::DrainDeadline => {
+                if matches!(self.phase, Phase::Draining { .. }) {
+                    self.stop_executor(&mut out);
+                }
+            }
+            Event::Command(command) => self.command(command, now, &mut out),
+            Event::RunEnded(ended) => self.run_ended(*ended, now, &mut out),
+            Event::RunAbandoned(run) => {
+                tracing::error!("the task of run {run} ended without an outcome");
+                self.in_flight.remove(&run);
+                self.finishing.remove(&run);
+                self.poke(now, &mut out);
+            }
+            Event::RunRecorded { run, state } => {
+                if let Some(f) = self.finishing.remove(&run)
+                    && let Some(state) = state
+                {
+                    out.push(Step::Publish(SchedulerEvent::Finished {
+                        run,
+                        job: f.job,
+                        fire_time: f.fire_time,
+                        attempt: f.attempt,
+                        state,
+                    }));
+                }
+                self.poke(now, &mut out);
+            }
+            Event::Renewed(result) => self.renewed(result, now, &mut out),
+            Event::Recovered(result) => self.recovered(result, now, &mut out),
+            Event::Prepared(result) => self.prepared(result, now, &mut out),
+            Event::Claimed(result) => self.claimed(result, now, &mut out),
+            Event::NextDue(result) => self.next_due(result, now, &mut out),
+            Event::ExecutorStopped => {
+                if let Phase::Stopping { executor_stopped } = &mut self.phase {
+                    *executor_stopped = true;
+                }
+                self.settle(now, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Something may be due: pass now when idle, after this pass when passing.
+    fn poke(&mut self, now: Timestamp, out: &mut Vec<Step>) {
+        match self.phase {
+            Phase::Idle => self.start_pass(now, out),
+            Phase::Renewing(_)
+            | Phase::Recovering(..)
+            | Phase::Preparing(_)
+            | Phase::Claiming(..)
+            | Phase::ReadingDue(_) => self.wake_pending = true,
+            Phase::Draining { .. } | Phase::Stopping { .. } | Phase::Stopped => {
+                self.settle(now, out);
+            }
+        }
+    }
+
+    fn command(&mut self, command: Command, now: Timestamp, out: &mut Vec<Step>) {
+        match command {
+            Command::Pause => {
+                self.paused = true;
+                self.poke(now, out);
+            }
+            Command::Resume => {
+                self.paused = false;
+                self.poke(now, out);
+            }
+            Command::Shutdown { grace } => {
+                let grace = self.stop.map_or(grace, |g| g.min(grace));
+                self.stop = Some(grace);
+                match self.phase {
+                    Phase::Idle => self.begin_drain(now, out),
+                    Phase::Draining { .. } => out.push(Step::DrainFor(grace)),
+                    // A pass ends at its next boundary; the drain comes then.
+                    _ => {}
+                }
+            }
+            Command::CancelRun { run, why } => {
+                let here = self.cancel(run, format!("cancelled by request: {why}"), out);
+                out.push(Step::Reply(here));
+            }
+            Command::CancelJob { job } => {
+                let mine: Vec<RunId> = self.runs_of(job);
+                for run in &mine {
+                    self.cancel(*run, format!("cancelled: job {job} is being removed"), out);
+                }
+                out.push(Step::Reply(!mine.is_empty()));
+            }
+        }
+    }
+
+    fn runs_of(&self, job: JobId) -> Vec<RunId> {
+        self.in_flight
+            .iter()
+            .filter(|(_, f)| f.job == job)
+            .map(|(r, _)| *r)
+            .collect()
+    }
+
+    /// Asks this node's run to stop, `why` written into its log first. Whether it runs here.
+    fn cancel(&mut self, run: RunId, why: String, out: &mut Vec<Step>) -> bool {
+        let Some(flight) = self.in_flight.get_mut(&run) else {
+            return false;
+        };
+        flight.cancel_asked = true;
+        out.push(Step::Cancel { run, why });
+        true
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // A pass
+
+    fn start_pass(&mut self, now: Timestamp, out: &mut Vec<Step>) {
+        self.wake_pending = false;
+        if self.stop.is_some() {
+            return self.begin_drain(now, out);
+        }
+        // When the next due instant the last pass saw is at most `lookahead` away, this pass
+        // decides and claims up to it, and its runs start at their fire times (see
+        // `SchedulerConfig::lookahead`). Otherwise (a late or a stale plan) up to now: the
+        // claim's instant is also the runs' recorded start.
+        let horizon = match self.planned {
+            Some(d) if d > now && now.checked_add(self.config.lookahead).is_ok_and(|a| d <= a) => d,
+            _ => now,
+        };
+        let pass = Pass {
+            now,
+            horizon,
+            error: None,
+            progressed: false,
+        };
+        if now >= self.next_renew {
+            let until = now.checked_add(self.config.lease).unwrap_or(Timestamp::MAX);
+            self.phase = Phase::Renewing(pass);
+            out.push(Step::Renew { now, until });
+        } else {
+            self.after_renew(pass, now, out);
+        }
+    }
+
+    fn renewed(
+        &mut self,
+        result: Result<Vec<RunId>, StoreError>,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
+        match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Renewing(pass) => {
+                let error = match result {
+                    Ok(renewed) => {
+                        self.check_renewal(&renewed, pass.now, out);
+                        None
+                    }
+                    Err(e) if e.kind() == StoreErrorKind::Conflict => {
+                        self.taken_over(e.to_string(), out);
+                        None
+                    }
+                    Err(e) => Some(PassError::Renew(e)),
+                };
+                out.push(Step::RecoverExpired { now: pass.now });
+                self.phase = Phase::Recovering(pass, error);
+            }
+            Phase::Draining { renewing: true } => {
+                match result {
+                    Ok(renewed) => self.check_renewal(&renewed, now, out),
+                    Err(e) if e.kind() == StoreErrorKind::Conflict => {
+                        self.taken_over(e.to_string(), out);
+                    }
+                    Err(e) => tracing::warn!("{} while stopping", PassError::Renew(e)),
+                }
+                self.next_renew = now
+                    .checked_add(self.config.renew_every)
+                    .unwrap_or(Timestamp::MAX);
+                self.phase = Phase::Draining { renewing: false };
+                self.settle(now, out);
+            }
+            other => self.unexpected(other, "a renewal"),
+        }
+    }
+
+    /// The renewal's verdict on this node's runs (see the module's invariants).
+    fn check_renewal(&mut self, renewed: &[RunId], now: Timestamp, out: &mut Vec<Step>) {
+        let renewed: BTreeSet<RunId> = renewed.iter().copied().collect();
+        for run in &renewed {
+            if !self.in_flight.contains_key(run) && !self.finishing.contains_key(run) {
+                out.push(Step::FailOrphan { run: *run, now });
+            }
+        }
+        let lost: Vec<RunId> = self
+            .in_flight
+            .keys()
+            .filter(|r| !renewed.contains(r))
+            .copied()
+            .collect();
+        let node = self.config.node.clone();
+        for run in lost {
+            tracing::warn!(
+                "node {node} lost the lease of run {run} (another node recovered it); stopping it"
+            );
+            self.cancel(
+                run,
+                format!(
+                    "cancelled: node {node} lost this run's lease (it was recovered after the \
+                     lease expired); its outcome is not recorded"
+                ),
+                out,
+            );
+        }
+    }
+
+    /// Another process took this node id over: claim nothing more and stop, draining what
+    /// runs while the leases last. Reported once.
+    fn taken_over(&mut self, message: String, out: &mut Vec<Step>) {
+        if self.taken_over {
+            return;
+        }
+        self.taken_over = true;
+        tracing::error!("{message}");
+        out.push(Step::Publish(SchedulerEvent::TakenOver { message }));
+        let grace = self.config.lease / 2;
+        self.stop = Some(grace);
+        if matches!(self.phase, Phase::Draining { .. }) {
+            out.push(Step::DrainFor(grace));
+        }
+    }
+
+    fn recovered(
+        &mut self,
+        result: Result<usize, StoreError>,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
+        let (mut pass, renew_error) = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Recovering(pass, renew_error) => (pass, renew_error),
+            other => return self.unexpected(other, "a recovery"),
+        };
+        let error = match result {
+            Ok(0) => None,
+            Ok(n) => {
+                tracing::warn!(
+                    "node {} recovered {n} runs whose lease expired",
+                    self.config.node
+                );
+                // Their retries may be due now.
+                self.wake_pending = true;
+                None
+            }
+            Err(e) => Some(PassError::Recover(e)),
+        };
+        pass.error = renew_error.or(error);
+        if pass.error.is_none() {
+            self.next_renew = pass
+                .now
+                .checked_add(self.config.renew_every)
+                .unwrap_or(Timestamp::MAX);
+        }
+        self.after_renew(pass, now, out);
+    }
+
+    fn after_renew(&mut self, pass: Pass, now: Timestamp, out: &mut Vec<Step>) {
+        if self.stop.is_some() {
+            return self.begin_drain(now, out);
+        }
+        if !self.paused && pass.error.is_none() {
+            out.push(Step::Prepare {
+                now: pass.now,
+                horizon: pass.horizon,
+            });
+            self.phase = Phase::Preparing(pass);
+        } else {
+            self.after_prepare(pass, false, now, out);
+        }
+    }
+
+    fn prepared(
+        &mut self,
+        result: Result<prepare::Prepared, StoreError>,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
+        let mut pass = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Preparing(pass) => pass,
+            other => return self.unexpected(other, "a preparation"),
+        };
+        let mut changed = false;
+        match result {
+            Ok(prepared) => {
+                changed = prepared.changed;
+                for (job, fire) in prepared.cancel_running {
+                    changed |= self.cancel_running_of(job, fire, out);
+                }
+            }
+            Err(e) => pass.error = Some(PassError::Prepare(e)),
+        }
+        self.after_prepare(pass, changed, now, out);
+    }
+
+    /// Overlap `cancel-running`: cancels this node's running runs of `job` so that its fire at
+    /// `fire` starts (the claim that follows starts it). A run on another node cannot be
+    /// stopped from here: the fire starts beside it, with a warning. Whether it asked a cancel.
+    fn cancel_running_of(&mut self, job: JobId, fire: Timestamp, out: &mut Vec<Step>) -> bool {
+        let mine = self.runs_of(job);
+        if mine.is_empty() {
+            tracing::warn!(
+                "job {job}: overlap policy cancel-running cannot stop a run on another node; \
+                 the fire at {fire} starts beside it"
+            );
+            return false;
+        }
+        let mut asked = false;
+        for run in mine {
+            // Asked in an earlier pass already (the claim waited for capacity): once only.
+            if self.in_flight.get(&run).is_some_and(|f| !f.cancel_asked) {
+                asked |= self.cancel(
+                    run,
+                    format!(
+                        "cancelled: overlap policy cancel-running starts the job's fire at {fire}"
+                    ),
+                    out,
+                );
+            }
+        }
+        asked
+    }
+
+    fn after_prepare(
+        &mut self,
+        mut pass: Pass,
+        changed: bool,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
+        if self.outage_pass(pass.error.take(), now, out) {
+            return;
+        }
+        if changed {
+            // Prepare moved or recorded fires: the jobs now at the top of the claim order were
+            // not prepared in this pass. Prepare again before claiming, so that every fire the
+            // claim takes went through the misfire and overlap decisions.
+            return self.start_pass(now, out);
+        }
+        if self.stop.is_some() {
+            return self.begin_drain(now, out);
+        }
+        let free = self.config.capacity.saturating_sub(self.in_flight.len());
+        if free > 0 && !self.paused {
+            let chunks = Chunks {
+                taken: 0,
+                chunk: FIRST_CLAIM,
+                limit: free.min(self.config.claim_batch),
+                asked: 0,
+            };
+            self.claim_chunk(pass, chunks, out);
+        } else {
+            self.after_claim(pass, now, out);
+        }
+    }
+
+    fn claim_chunk(&mut self, pass: Pass, mut chunks: Chunks, out: &mut Vec<Step>) {
+        chunks.asked = chunks.chunk.min(chunks.limit - chunks.taken);
+        out.push(Step::Claim {
+            horizon: pass.horizon,
+            limit: chunks.asked,
+        });
+        self.phase = Phase::Claiming(pass, chunks);
+    }
+
+    fn claimed(
+        &mut self,
+        result: Result<Vec<ClaimedRun>, StoreError>,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
+        let (mut pass, mut chunks) = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Claiming(pass, chunks) => (pass, chunks),
+            other => return self.unexpected(other, "a claim"),
+        };
+        let claimed = match result {
+            Ok(claimed) => claimed,
+            Err(e) if chunks.taken == 0 => {
+                pass.error = Some(PassError::Claim(e));
+                return self.after_claim(pass, now, out);
+            }
+            Err(e) => {
+                // What was claimed runs; the pass's claiming ends.
+                tracing::warn!("claiming due runs failed: {e}");
+                return self.after_claim(pass, now, out);
+            }
+        };
+        let got = claimed.len();
+        let due_again = claimed
+            .iter()
+            .any(|c| c.job.next_fire.is_some_and(|nf| nf <= pass.horizon));
+        for c in claimed {
+            self.start(c, out);
+        }
+        chunks.taken += got;
+        pass.progressed |= chunks.taken > 0;
+        if got < chunks.asked || due_again || self.stop.is_some() || chunks.taken >= chunks.limit {
+            return self.after_claim(pass, now, out);
+        }
+        chunks.chunk = chunks.chunk.saturating_mul(2);
+        self.claim_chunk(pass, chunks, out);
+    }
+
+    /// Hands a claimed run to the shell. A run claimed ahead of its fire time (the lookahead)
+    /// is handed over at once and waits for its time in its task.
+    fn start(&mut self, claimed: ClaimedRun, out: &mut Vec<Step>) {
+        let Some(id) = claimed.run.id else {
+            tracing::error!(
+                "the store returned a claimed run of job {} without an id; it cannot be recorded",
+                claimed.job.name
+            );
+            return;
+        };
+        self.in_flight.insert(
+            id,
+            Flight {
+                job: claimed.run.job_id,
+                fire_time: claimed.run.fire_time,
+                attempt: claimed.run.attempt,
+                cancel_asked: false,
+            },
+        );
+        out.push(Step::Publish(SchedulerEvent::Started {
+            run: id,
+            job: claimed.run.job_id,
+            fire_time: claimed.run.fire_time,
+            attempt: claimed.run.attempt,
+        }));
+        out.push(Step::Start(Box::new(claimed)));
+    }
+
+    fn after_claim(&mut self, pass: Pass, now: Timestamp, out: &mut Vec<Step>) {
+        if self.stop.is_some() {
+            return self.begin_drain(now, out);
+        }
+        out.push(Step::ReadNextDue);
+        self.phase = Phase::ReadingDue(pass);
+    }
+
+    fn next_due(
+        &mut self,
+        result: Result<Option<Timestamp>, StoreError>,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
+        let mut pass = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::ReadingDue(pass) => pass,
+            other => return self.unexpected(other, "a next due time"),
+        };
+        let due = match result {
+            Ok(due) => due,
+            Err(e) => {
+                pass.error.get_or_insert(PassError::NextDue(e));
+                None
+            }
+        };
+        self.planned = due;
+        if self.outage_pass(pass.error.take(), now, out) {
+            return;
+        }
+        let has_free = !self.paused && self.in_flight.len() < self.config.capacity;
+        if pass.progressed && has_free && due.is_some_and(|d| d <= now) {
+            // More is due right now (a backlog, a second fire of a catch-up): pass again.
+            return self.start_pass(now, out);
+        }
+        // At capacity, only a recorded end makes room; a due instant that has passed without
+        // a claim waits for a wake or the safety poll.
+        let wake = due
+            .filter(|d| has_free && *d > pass.horizon)
+            .map(|d| d.checked_sub(self.config.lookahead).unwrap_or(d))
+            .map_or(self.next_renew, |d| d.min(self.next_renew));
+        self.sleep(Some(wake), self.config.safety_poll, now, out);
+    }
+
+    /// Ends the pass with a wait; a wake kept from the pass starts the next one at once.
+    fn sleep(
+        &mut self,
+        until: Option<Timestamp>,
+        at_most: Duration,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
+        self.phase = Phase::Idle;
+        if self.wake_pending {
+            return self.start_pass(now, out);
+        }
+        out.push(Step::Sleep {
+            until,
+            at_most: Some(at_most),
+        });
+    }
+
+    /// Records the end of a pass with `error`; when it failed, waits with backoff (true).
+    fn outage_pass(
+        &mut self,
+        error: Option<PassError>,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) -> bool {
+        match error {
+            Some(error) => {
+                if self.outage.since.is_none() {
+                    self.outage.since = Some(now);
+                    tracing::warn!("the database is unavailable: {error}; retrying with backoff");
+                    out.push(Step::Publish(SchedulerEvent::StoreUnavailable {
+                        error: error.to_string(),
+                    }));
+                }
+                self.outage.failed_passes = self.outage.failed_passes.saturating_add(1);
+                let exp = self.outage.failed_passes.min(5) - 1;
+                let pause = (Duration::from_millis(500) * (1 << exp)).min(OUTAGE_BACKOFF_MAX);
+                self.phase = Phase::Idle;
+                if self.stop.is_some() {
+                    self.begin_drain(now, out);
+                } else {
+                    self.sleep(None, pause, now, out);
+                }
+                true
+            }
+            None => {
+                if let Some(at) = self.outage.since.take() {
+                    let down_for = Duration::try_from(now.duration_since(at)).unwrap_or_default();
+                    tracing::warn!("the database is back after {down_for:?}");
+                    out.push(Step::Publish(SchedulerEvent::StoreRecovered { down_for }));
+                }
+                self.outage.failed_passes = 0;
+                false
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // A run's end
+
+    fn run_ended(&mut self, ended: Ended, now: Timestamp, out: &mut Vec<Step>) {
+        let Ended {
+            id,
+            mut run,
+            retry,
+            event,
+            elapsed,
+            plugin,
+            drained,
+        } = ended;
+        let flight = self.in_flight.remove(&id).unwrap_or(Flight {
+            job: run.job_id,
+            fire_time: run.fire_time,
+            attempt: run.attempt,
+            cancel_asked: false,
+        });
+        if let Some(version) = drained {
+            out.push(Step::Publish(SchedulerEvent::PluginDrained { version }));
+        }
+        let attempt = run.attempt;
+        if let Err(e) = run.apply(event, now, &retry) {
+            tracing::error!("run {id} cannot end its attempt {attempt}: {e}");
+            // Left running in the store: the next renewal fails it as an orphan.
+            return self.poke(now, out);
+        }
+        let mut finish = RunFinish::from_run(&run, now);
+        if elapsed.is_some() {
+            finish.elapsed = elapsed;
+        }
+        finish.plugin = plugin;
+        self.finishing.insert(id, flight);
+        out.push(Step::Record {
+            run: id,
+            attempt,
+            finish: Box::new(finish),
+        });
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The stop
+
+    fn begin_drain(&mut self, now: Timestamp, out: &mut Vec<Step>) {
+        self.phase = Phase::Draining { renewing: false };
+        out.push(Step::DrainFor(self.stop.unwrap_or_default()));
+        self.settle(now, out);
+    }
+
+    /// The next move of a stop: renew while draining, stop the executor once nothing runs,
+    /// exit once every end is recorded.
+    fn settle(&mut self, now: Timestamp, out: &mut Vec<Step>) {
+        let idle = self.in_flight.is_empty() && self.finishing.is_empty();
+        match self.phase {
+            Phase::Draining { renewing: false } => {
+                if idle {
+                    self.stop_executor(out);
+                } else if now >= self.next_renew {
+                    let until = now.checked_add(self.config.lease).unwrap_or(Timestamp::MAX);
+                    self.phase = Phase::Draining { renewing: true };
+                    out.push(Step::Renew { now, until });
+                } else {
+                    out.push(Step::Sleep {
+                        until: Some(self.next_renew),
+                        at_most: None,
+                    });
+                }
+            }
+            Phase::Stopping {
+                executor_stopped: true,
+            } if idle => {
+                self.phase = Phase::Stopped;
+                out.push(Step::Exit);
+            }
+            _ => {}
+        }
+    }
+
+    fn stop_executor(&mut self, out: &mut Vec<Step>) {
+        self.phase = Phase::Stopping {
+            executor_stopped: false,
+        };
+        out.push(Step::StopExecutor);
+    }
+
+    fn unexpected(&mut self, phase: Phase, what: &str) {
+        tracing::error!("scheduling loop: {what} answered in phase {phase:?}; ignored");
+        self.phase = phase;
+    }
+}

@@ -1,0 +1,723 @@
+//! The machine fed events, its exact steps asserted: no store, no clock, no sleep.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use takt_core::job::{JobDef, JobId};
+use takt_core::node::InstanceId;
+use takt_core::policy::RetryPolicy;
+use takt_core::run::{CancelReason, NodeId, Run, RunEvent, RunId, RunState};
+use takt_core::store::{ClaimedRun, RunFinish, StoreError};
+
+use super::prepare::Prepared;
+use super::{Command, Ended, Event, Machine, Step};
+use crate::scheduler::{SchedulerConfig, SchedulerEvent};
+
+fn t0() -> Timestamp {
+    "2026-03-01T00:00:00Z".parse().unwrap()
+}
+
+fn at(secs: i64) -> Timestamp {
+    t0().checked_add(SignedDuration::from_secs(secs)).unwrap()
+}
+
+fn ms(t: Timestamp, ms: i64) -> Timestamp {
+    t.checked_add(SignedDuration::from_millis(ms)).unwrap()
+}
+
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        capacity: 4,
+        lease: Duration::from_secs(60),
+        renew_every: Duration::from_secs(27),
+        safety_poll: Duration::from_secs(1),
+        claim_batch: 32,
+        lookahead: Duration::from_millis(25),
+        ..SchedulerConfig::new(NodeId("node-a".into()))
+    }
+}
+
+fn machine() -> Machine {
+    Machine::new(config(), t0())
+}
+
+fn with_capacity(capacity: usize) -> Machine {
+    Machine::new(
+        SchedulerConfig {
+            capacity,
+            ..config()
+        },
+        t0(),
+    )
+}
+
+/// Drives a pass at t0 through renew and recover, answering each with nothing to report.
+fn renewed_and_recovered(m: &mut Machine) {
+    m.handle(Event::Wake, t0());
+    m.handle(Event::Renewed(Ok(vec![])), t0());
+    m.handle(Event::Recovered(Ok(0)), t0());
+}
+
+fn down() -> StoreError {
+    StoreError::transient("connection refused")
+}
+
+/// A claimed run `id` of job `job` fired at `fire`.
+fn claimed(id: i64, job: i64, fire: Timestamp) -> ClaimedRun {
+    let mut run = Run::pending(JobId(job), fire, fire);
+    run.id = Some(RunId(id));
+    run.apply(
+        RunEvent::Claimed {
+            node: NodeId("node-a".into()),
+            instance: InstanceId("life".into()),
+            lease_until: at(3600),
+        },
+        fire,
+        &RetryPolicy::default(),
+    )
+    .unwrap();
+    let mut job_def = JobDef::new(&format!("job-{job}"), "testing::echo").unwrap();
+    job_def.id = Some(JobId(job));
+    ClaimedRun { run, job: job_def }
+}
+
+fn started(c: &ClaimedRun) -> Vec<Step> {
+    vec![
+        Step::Publish(SchedulerEvent::Started {
+            run: c.run.id.unwrap(),
+            job: c.run.job_id,
+            fire_time: c.run.fire_time,
+            attempt: 1,
+        }),
+        Step::Start(Box::new(c.clone())),
+    ]
+}
+
+fn sleep(until: Timestamp) -> Vec<Step> {
+    vec![Step::Sleep {
+        until: Some(until),
+        at_most: Some(Duration::from_secs(1)),
+    }]
+}
+
+/// Drives the first pass of a fresh machine to its claim: renew, recover, prepare.
+fn to_claim(m: &mut Machine, now: Timestamp) {
+    assert_eq!(
+        m.handle(Event::Wake, now),
+        vec![Step::Renew {
+            now,
+            until: now.checked_add(SignedDuration::from_secs(60)).unwrap()
+        }]
+    );
+    assert_eq!(
+        m.handle(Event::Renewed(Ok(vec![])), now),
+        vec![Step::RecoverExpired { now }]
+    );
+    assert_eq!(
+        m.handle(Event::Recovered(Ok(0)), now),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::Claim {
+            horizon: now,
+            limit: 4
+        }]
+    );
+}
+
+fn ended(c: &ClaimedRun, event: RunEvent) -> Event {
+    Event::RunEnded(Box::new(Ended {
+        id: c.run.id.unwrap(),
+        run: c.run.clone(),
+        retry: RetryPolicy::default(),
+        event,
+        elapsed: Some(Duration::from_millis(5)),
+        plugin: None,
+        drained: None,
+    }))
+}
+
+#[test]
+fn a_pass_renews_recovers_prepares_claims_reads_the_next_due_and_sleeps() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    assert_eq!(
+        m.handle(Event::Claimed(Ok(vec![])), t0()),
+        vec![Step::ReadNextDue]
+    );
+    // Sleeps until the lookahead before the next due instant, polled every second.
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(10)))), t0()),
+        sleep(ms(at(10), -25))
+    );
+    // Woken 25 ms ahead: no renewal due yet, the claim is made up to the planned instant.
+    let now = ms(at(10), -25);
+    assert_eq!(
+        m.handle(Event::Timer, now),
+        vec![Step::Prepare {
+            now,
+            horizon: at(10)
+        }]
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::Claim {
+            horizon: at(10),
+            limit: 4
+        }]
+    );
+    let c = claimed(1, 7, at(10));
+    let mut steps = started(&c);
+    steps.push(Step::ReadNextDue);
+    assert_eq!(m.handle(Event::Claimed(Ok(vec![c])), now), steps);
+    assert_eq!(m.running(), 1);
+    // Nothing else due: sleep until the next renewal (27 s after the first pass).
+    assert_eq!(m.handle(Event::NextDue(Ok(None)), now), sleep(at(27)));
+}
+
+#[test]
+fn claims_grow_in_chunks_up_to_the_free_capacity() {
+    let mut m = with_capacity(30);
+    renewed_and_recovered(&mut m);
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
+        vec![Step::Claim {
+            horizon: t0(),
+            limit: 8
+        }]
+    );
+    let first: Vec<_> = (1..=8).map(|i| claimed(i, i, t0())).collect();
+    let steps = m.handle(Event::Claimed(Ok(first)), t0());
+    assert_eq!(steps.len(), 17, "8 started, then the next chunk");
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Claim {
+            horizon: t0(),
+            limit: 16
+        })
+    );
+    let second: Vec<_> = (9..=24).map(|i| claimed(i, i, t0())).collect();
+    let steps = m.handle(Event::Claimed(Ok(second)), t0());
+    // 24 taken of 30: the last chunk asks the 6 left.
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Claim {
+            horizon: t0(),
+            limit: 6
+        })
+    );
+    // A short chunk ends the claiming.
+    let steps = m.handle(Event::Claimed(Ok(vec![claimed(25, 25, t0())])), t0());
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue));
+    assert_eq!(m.running(), 25);
+    // Progress and more due now: pass again at once instead of sleeping.
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(t0()))), t0()),
+        vec![Step::Prepare {
+            now: t0(),
+            horizon: t0()
+        }]
+    );
+}
+
+#[test]
+fn a_failed_later_chunk_keeps_what_was_claimed() {
+    let mut m = with_capacity(30);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let first: Vec<_> = (1..=8).map(|i| claimed(i, i, t0())).collect();
+    m.handle(Event::Claimed(Ok(first)), t0());
+    assert_eq!(
+        m.handle(Event::Claimed(Err(down())), t0()),
+        vec![Step::ReadNextDue]
+    );
+    assert_eq!(m.running(), 8);
+}
+
+#[test]
+fn a_wake_during_a_pass_starts_the_next_pass_instead_of_sleeping() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    assert_eq!(m.handle(Event::Wake, t0()), vec![]);
+    m.handle(Event::Claimed(Ok(vec![])), t0());
+    let now = ms(t0(), 3);
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(10)))), now),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+}
+
+#[test]
+fn preparing_that_changed_something_prepares_again_before_claiming() {
+    let mut m = machine();
+    renewed_and_recovered(&mut m);
+    let changed = Prepared {
+        changed: true,
+        cancel_running: vec![],
+    };
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(changed)), t0()),
+        vec![Step::Prepare {
+            now: t0(),
+            horizon: t0()
+        }]
+    );
+}
+
+#[test]
+fn the_renewal_stops_lost_runs_and_fails_orphans() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    let (a, b) = (claimed(1, 1, t0()), claimed(2, 2, t0()));
+    m.handle(Event::Claimed(Ok(vec![a.clone(), b])), t0());
+    m.handle(Event::NextDue(Ok(None)), t0());
+    // Run 1 ends: its end is being recorded (finishing) when the renewal comes.
+    let steps = m.handle(ended(&a, RunEvent::Succeeded { result_json: None }), at(1));
+    assert!(matches!(
+        steps.as_slice(),
+        [Step::Record { run: RunId(1), .. }]
+    ));
+    let now = at(27);
+    m.handle(Event::Timer, now);
+    // The store renewed 1 (finishing: fine) and 9 (unknown here), not 2 (lost).
+    assert_eq!(
+        m.handle(Event::Renewed(Ok(vec![RunId(1), RunId(9)])), now),
+        vec![
+            Step::FailOrphan { run: RunId(9), now },
+            Step::Cancel {
+                run: RunId(2),
+                why: "cancelled: node node-a lost this run's lease (it was recovered after the \
+                      lease expired); its outcome is not recorded"
+                    .into()
+            },
+            Step::RecoverExpired { now },
+        ]
+    );
+}
+
+#[test]
+fn a_run_end_is_decided_recorded_then_published() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    let c = claimed(1, 7, t0());
+    m.handle(Event::Claimed(Ok(vec![c.clone()])), t0());
+    m.handle(Event::NextDue(Ok(None)), t0());
+    let end = at(2);
+    let steps = m.handle(
+        ended(
+            &c,
+            RunEvent::Cancelled {
+                reason: CancelReason::Requested,
+            },
+        ),
+        end,
+    );
+    let Step::Record {
+        run,
+        attempt,
+        finish,
+    } = &steps[0]
+    else {
+        panic!("{steps:?}")
+    };
+    assert_eq!((*run, *attempt), (RunId(1), 1));
+    assert_eq!(
+        **finish,
+        RunFinish {
+            state: RunState::Cancelled,
+            error: Some("cancelled (requested)".into()),
+            result_json: None,
+            finished_at: end,
+            elapsed: Some(Duration::from_millis(5)),
+            retry_at: None,
+            plugin: None,
+        }
+    );
+    assert_eq!(steps.len(), 1);
+    assert_eq!(m.running(), 0, "capacity is free once the execution ended");
+    let mut expected = vec![Step::Publish(SchedulerEvent::Finished {
+        run: RunId(1),
+        job: JobId(7),
+        fire_time: t0(),
+        attempt: 1,
+        state: RunState::Cancelled,
+    })];
+    expected.push(Step::Prepare {
+        now: end,
+        horizon: end,
+    });
+    assert_eq!(
+        m.handle(
+            Event::RunRecorded {
+                run: RunId(1),
+                state: Some(RunState::Cancelled)
+            },
+            end
+        ),
+        expected
+    );
+}
+
+#[test]
+fn an_outage_backs_off_reports_once_and_reports_the_return() {
+    let mut m = machine();
+    m.handle(Event::Wake, t0());
+    m.handle(Event::Renewed(Err(down())), t0());
+    let steps = m.handle(Event::Recovered(Err(down())), t0());
+    assert_eq!(
+        steps,
+        vec![
+            Step::Publish(SchedulerEvent::StoreUnavailable {
+                error: "renewing leases: connection refused".into()
+            }),
+            Step::Sleep {
+                until: None,
+                at_most: Some(Duration::from_millis(500))
+            },
+        ]
+    );
+    // The renewal failed, so it is due again at the next pass; the second failure waits 1 s.
+    let now = at(1);
+    m.handle(Event::Timer, now);
+    m.handle(Event::Renewed(Err(down())), now);
+    assert_eq!(
+        m.handle(Event::Recovered(Ok(0)), now),
+        vec![Step::Sleep {
+            until: None,
+            at_most: Some(Duration::from_secs(1))
+        }]
+    );
+    let now = at(3);
+    m.handle(Event::Timer, now);
+    m.handle(Event::Renewed(Ok(vec![])), now);
+    m.handle(Event::Recovered(Ok(0)), now);
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![
+            Step::Publish(SchedulerEvent::StoreRecovered {
+                down_for: Duration::from_secs(3)
+            }),
+            Step::Claim {
+                horizon: now,
+                limit: 4
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_paused_node_renews_but_neither_prepares_nor_claims() {
+    let mut m = machine();
+    assert_eq!(
+        m.handle(Event::Command(Command::Pause), t0()),
+        vec![Step::Renew {
+            now: t0(),
+            until: at(60)
+        }]
+    );
+    m.handle(Event::Renewed(Ok(vec![])), t0());
+    assert_eq!(
+        m.handle(Event::Recovered(Ok(0)), t0()),
+        vec![Step::ReadNextDue]
+    );
+    // Paused: a due instant does not shorten the sleep.
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(5)))), t0()),
+        sleep(at(27))
+    );
+    let now = at(1);
+    assert_eq!(
+        m.handle(Event::Command(Command::Resume), now),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+}
+
+#[test]
+fn at_capacity_nothing_is_claimed() {
+    let mut m = with_capacity(1);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    m.handle(Event::Claimed(Ok(vec![claimed(1, 1, t0())])), t0());
+    m.handle(Event::NextDue(Ok(Some(at(1)))), t0());
+    let now = at(1);
+    m.handle(Event::Timer, now);
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::ReadNextDue]
+    );
+    // No free slot: the due instant is waited for by a run's end, not by a timer.
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(1)))), now),
+        sleep(at(27))
+    );
+}
+
+#[test]
+fn cancel_commands_answer_whether_the_run_is_here() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    m.handle(
+        Event::Claimed(Ok(vec![claimed(1, 7, t0()), claimed(2, 7, t0())])),
+        t0(),
+    );
+    m.handle(Event::NextDue(Ok(None)), t0());
+    assert_eq!(
+        m.handle(
+            Event::Command(Command::CancelRun {
+                run: RunId(1),
+                why: "operator".into()
+            }),
+            t0()
+        ),
+        vec![
+            Step::Cancel {
+                run: RunId(1),
+                why: "cancelled by request: operator".into()
+            },
+            Step::Reply(true)
+        ]
+    );
+    assert_eq!(
+        m.handle(
+            Event::Command(Command::CancelRun {
+                run: RunId(5),
+                why: "operator".into()
+            }),
+            t0()
+        ),
+        vec![Step::Reply(false)]
+    );
+    assert_eq!(
+        m.handle(Event::Command(Command::CancelJob { job: JobId(7) }), t0()),
+        vec![
+            Step::Cancel {
+                run: RunId(1),
+                why: "cancelled: job 7 is being removed".into()
+            },
+            Step::Cancel {
+                run: RunId(2),
+                why: "cancelled: job 7 is being removed".into()
+            },
+            Step::Reply(true)
+        ]
+    );
+}
+
+#[test]
+fn cancel_running_asks_each_run_once_and_warns_for_other_nodes() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    m.handle(Event::Claimed(Ok(vec![claimed(1, 7, t0())])), t0());
+    m.handle(Event::NextDue(Ok(None)), t0());
+    let now = at(10);
+    m.handle(Event::Wake, now);
+    let prepared = || Prepared {
+        changed: false,
+        cancel_running: vec![(JobId(7), now), (JobId(8), now)],
+    };
+    // Job 7's run is here: cancelled, and the pass prepares again; job 8's is elsewhere.
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(prepared())), now),
+        vec![
+            Step::Cancel {
+                run: RunId(1),
+                why: format!(
+                    "cancelled: overlap policy cancel-running starts the job's fire at {now}"
+                )
+            },
+            Step::Prepare { now, horizon: now },
+        ]
+    );
+    // Asked already: not again, and nothing changed, so the pass claims.
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(prepared())), now),
+        vec![Step::Claim {
+            horizon: now,
+            limit: 3
+        }]
+    );
+}
+
+#[test]
+fn a_shutdown_drains_then_stops_the_executor_then_exits() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    let c = claimed(1, 7, t0());
+    m.handle(Event::Claimed(Ok(vec![c.clone()])), t0());
+    m.handle(Event::NextDue(Ok(None)), t0());
+    let now = at(1);
+    assert_eq!(
+        m.handle(
+            Event::Command(Command::Shutdown {
+                grace: Duration::from_secs(30)
+            }),
+            now
+        ),
+        vec![
+            Step::DrainFor(Duration::from_secs(30)),
+            Step::Sleep {
+                until: Some(at(27)),
+                at_most: None
+            }
+        ]
+    );
+    assert_eq!(m.stop_grace(), Some(Duration::from_secs(30)));
+    // A second one shortens the drain, a longer one does not lengthen it.
+    assert_eq!(
+        m.handle(
+            Event::Command(Command::Shutdown {
+                grace: Duration::ZERO
+            }),
+            now
+        ),
+        vec![Step::DrainFor(Duration::ZERO)]
+    );
+    assert_eq!(
+        m.handle(
+            Event::Command(Command::Shutdown {
+                grace: Duration::from_secs(60)
+            }),
+            now
+        ),
+        vec![Step::DrainFor(Duration::ZERO)]
+    );
+    // Leases are renewed while draining.
+    let renew_at = at(27);
+    assert_eq!(
+        m.handle(Event::Timer, renew_at),
+        vec![Step::Renew {
+            now: renew_at,
+            until: at(87)
+        }]
+    );
+    assert_eq!(
+        m.handle(Event::Renewed(Ok(vec![RunId(1)])), renew_at),
+        vec![Step::Sleep {
+            until: Some(at(54)),
+            at_most: None
+        }]
+    );
+    assert_eq!(
+        m.handle(Event::DrainDeadline, at(28)),
+        vec![Step::StopExecutor]
+    );
+    // The cancelled run ends and is recorded; then the loop exits.
+    let steps = m.handle(
+        ended(
+            &c,
+            RunEvent::Cancelled {
+                reason: CancelReason::Shutdown,
+            },
+        ),
+        at(29),
+    );
+    assert!(matches!(steps.as_slice(), [Step::Record { .. }]));
+    assert_eq!(m.handle(Event::ExecutorStopped, at(29)), vec![]);
+    assert_eq!(
+        m.handle(
+            Event::RunRecorded {
+                run: RunId(1),
+                state: Some(RunState::Cancelled)
+            },
+            at(29)
+        ),
+        vec![
+            Step::Publish(SchedulerEvent::Finished {
+                run: RunId(1),
+                job: JobId(7),
+                fire_time: t0(),
+                attempt: 1,
+                state: RunState::Cancelled,
+            }),
+            Step::Exit
+        ]
+    );
+    assert_eq!(m.handle(Event::Wake, at(30)), vec![]);
+}
+
+#[test]
+fn a_shutdown_during_a_pass_ends_it_at_the_next_boundary() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    assert_eq!(
+        m.handle(
+            Event::Command(Command::Shutdown {
+                grace: Duration::from_secs(5)
+            }),
+            t0()
+        ),
+        vec![]
+    );
+    // The runs the claim took still start; nothing more is read; nothing runs: stop.
+    let c = claimed(1, 7, t0());
+    let mut expected = started(&c);
+    expected.extend([
+        Step::DrainFor(Duration::from_secs(5)),
+        Step::Sleep {
+            until: Some(at(27)),
+            at_most: None,
+        },
+    ]);
+    assert_eq!(m.handle(Event::Claimed(Ok(vec![c])), t0()), expected);
+}
+
+#[test]
+fn an_idle_shutdown_stops_at_once() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    m.handle(Event::Claimed(Ok(vec![])), t0());
+    m.handle(Event::NextDue(Ok(None)), t0());
+    assert_eq!(
+        m.handle(
+            Event::Command(Command::Shutdown {
+                grace: Duration::from_secs(5)
+            }),
+            t0()
+        ),
+        vec![Step::DrainFor(Duration::from_secs(5)), Step::StopExecutor]
+    );
+    assert_eq!(m.handle(Event::ExecutorStopped, t0()), vec![Step::Exit]);
+}
+
+#[test]
+fn a_refused_renewal_is_a_takeover_reported_once_and_drained() {
+    let mut m = machine();
+    let conflict = || StoreError::conflict("node node-a was taken over");
+    m.handle(Event::Wake, t0());
+    assert_eq!(
+        m.handle(Event::Renewed(Err(conflict())), t0()),
+        vec![
+            Step::Publish(SchedulerEvent::TakenOver {
+                message: "node node-a was taken over".into()
+            }),
+            Step::RecoverExpired { now: t0() },
+        ]
+    );
+    // Claims nothing more: the pass ends in the drain, with half a lease of grace.
+    assert_eq!(
+        m.handle(Event::Recovered(Ok(0)), t0()),
+        vec![Step::DrainFor(Duration::from_secs(30)), Step::StopExecutor]
+    );
+}
+
+#[test]
+fn an_end_the_core_refuses_is_left_for_the_orphan_check() {
+    let mut m = machine();
+    to_claim(&mut m, t0());
+    let c = claimed(1, 7, t0());
+    m.handle(Event::Claimed(Ok(vec![c.clone()])), t0());
+    m.handle(Event::NextDue(Ok(None)), t0());
+    let mut pending = c.clone();
+    pending.run.state = RunState::Pending;
+    // A success of a run that is not running is illegal: nothing recorded, a pass instead.
+    let now = at(1);
+    assert_eq!(
+        m.handle(
+            ended(&pending, RunEvent::Succeeded { result_json: None }),
+            now
+        ),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+    assert_eq!(m.running(), 0);
+}
