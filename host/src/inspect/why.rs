@@ -589,23 +589,14 @@ async fn at_report<S: Store>(
         }),
     }
     let (prev, next) = match schedule {
+        // The nearest firing occurrences on either side (skips passed over, a few at most).
         Some(s) => (
-            s.iter_after(
-                s.prev_before(t)
-                    .map_or(t, |p| p.at)
-                    .checked_sub(SignedDuration::from_secs(1))
-                    .unwrap_or(t),
-            )
-            .take_while(|o| o.at < t)
-            .filter(|o| o.fires())
-            .last()
-            .or_else(|| {
-                std::iter::successors(s.prev_before(t), |o| s.prev_before(o.at))
-                    .take(8)
-                    .find(|o| o.fires())
-            })
-            .map(|o| view(o.at, job)),
+            std::iter::successors(s.prev_before(t), |o| s.prev_before(o.at))
+                .take(8)
+                .find(Occurrence::fires)
+                .map(|o| view(o.at, job)),
             s.iter_after(t)
+                .take(8)
                 .find(Occurrence::fires)
                 .map(|o| view(o.at, job)),
         ),
