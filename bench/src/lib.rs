@@ -515,6 +515,41 @@ pub mod probe {
         ) -> StoreResult<Vec<takt_core::store::access::OperatorAction>> {
             timed!(self, "action_list", self.inner.action_list(job, limit))
         }
+        async fn alert_open(
+            &self,
+            key: &takt_core::alert::AlertKey,
+            episode: &str,
+            now: Timestamp,
+        ) -> StoreResult<bool> {
+            timed!(self, "alert_open", self.inner.alert_open(key, episode, now))
+        }
+        async fn alert_close(
+            &self,
+            key: &takt_core::alert::AlertKey,
+            now: Timestamp,
+        ) -> StoreResult<bool> {
+            timed!(self, "alert_close", self.inner.alert_close(key, now))
+        }
+        async fn alert_delivery_add(
+            &self,
+            delivery: &takt_core::alert::AlertDelivery,
+        ) -> StoreResult<i64> {
+            timed!(
+                self,
+                "alert_delivery_add",
+                self.inner.alert_delivery_add(delivery)
+            )
+        }
+        async fn alert_delivery_list(
+            &self,
+            limit: usize,
+        ) -> StoreResult<Vec<takt_core::alert::AlertDelivery>> {
+            timed!(
+                self,
+                "alert_delivery_list",
+                self.inner.alert_delivery_list(limit)
+            )
+        }
     }
 }
 

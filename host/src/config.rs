@@ -153,6 +153,8 @@ pub struct Config {
     /// `None` without an `[http]` section (and no `TAKT_HTTP_LISTEN`), or with `listen =
     /// "off"`.
     pub api: Option<crate::http::HttpConfig>,
+    /// `[alerts]`: channels (secrets from `TAKT_ALERT_<CHANNEL>_*`) and routing rules.
+    pub alerts: std::sync::Arc<crate::alerts::AlertsConfig>,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
 }
@@ -183,6 +185,8 @@ struct FileConfig {
     #[serde(default)]
     http_client: HttpClientSection,
     http: Option<HttpSection>,
+    #[serde(default)]
+    alerts: crate::alerts::AlertsFile,
     #[serde(default)]
     jobs: Vec<JobEntry>,
 }
@@ -325,7 +329,7 @@ impl Config {
             key: key.to_string(),
             message,
         };
-        let raw: FileConfig = toml::from_str(text).map_err(|e| {
+        let mut raw: FileConfig = toml::from_str(text).map_err(|e| {
             let key = e
                 .span()
                 .map(|s| {
@@ -468,6 +472,12 @@ impl Config {
             };
             http.add(name, &spec, &source).map_err(|e| err(&key, e))?;
         }
+        let alerts = crate::alerts::AlertsConfig::resolve(
+            std::mem::take(&mut raw.alerts),
+            &|name| env(name),
+            &|t| parse_duration(t).map_err(|e| e.to_string()),
+        )
+        .map_err(|(key, message)| err(&key, message))?;
         let tags: Vec<String> = match env("TAKT_NODE_TAGS") {
             Some(v) => v
                 .split(',')
@@ -685,6 +695,7 @@ impl Config {
             exe_allowlist_source,
             sql,
             http,
+            alerts: std::sync::Arc::new(alerts),
             jobs,
         })
     }

@@ -9,6 +9,7 @@
 //! ([`cli`]). The decisions they carry out — schedules, the run state machine, retry, misfire
 //! and overlap policies, the storage contract — live in `takt-core`.
 
+pub mod alerts;
 pub mod builtin;
 pub mod cli;
 pub mod config;

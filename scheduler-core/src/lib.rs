@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alert;
 pub mod attempt;
 pub mod civil;
 pub mod job;

@@ -118,6 +118,9 @@ fn template(plugin_dir: &Path, tokens: &Path) -> String {
 #   TAKT_SQL_CONNECTION_<NAME>  [sql.connections] <name> (upper case, - and . as _)
 #   TAKT_HTTP_CONNECTION_<NAME> [http_client.connections.<name>]: a URL, or JSON such as
 #                               {{"headers": {{"Authorization": "Bearer …"}}}} (added to the file's)
+#   TAKT_ALERT_<CHANNEL>_USER   the SMTP login of [[alerts.channels]] <channel> (upper case, - as _)
+#   TAKT_ALERT_<CHANNEL>_PASSWORD and its password
+#   TAKT_ALERT_<CHANNEL>_SECRET the HMAC key that signs webhook channel <channel>'s bodies
 # and, not a key here, the level of the logs on stderr:
 #   TAKT_LOG (else RUST_LOG)    e.g. warn, info, debug, or takt_host=debug,warn (default: info
 #                               for takt, warn for the libraries it uses)
@@ -298,8 +301,23 @@ mod tests {
                         name = format!("{family}_<NAME>");
                     }
                 }
+                // One family per alert channel: TAKT_ALERT_<CHANNEL>_USER, _PASSWORD, _SECRET.
+                if let Some(rest) = name.strip_prefix("TAKT_ALERT_") {
+                    name = match ["USER", "PASSWORD", "SECRET"]
+                        .iter()
+                        .find(|k| rest.ends_with(*k))
+                    {
+                        Some(k) => format!("TAKT_ALERT_<CHANNEL>_{k}"),
+                        None => "TAKT_ALERT_<CHANNEL>_USER".into(),
+                    };
+                }
                 // Test-only variables are not configuration.
-                if !name.starts_with("TAKT_TEST") && name != "TAKT_" && !vars.contains(&name) {
+                // `TAKT_*` (every variable) names no variable.
+                if !name.starts_with("TAKT_TEST")
+                    && name != "TAKT_"
+                    && name != "TAKT"
+                    && !vars.contains(&name)
+                {
                     vars.push(name);
                 }
             }

@@ -9,6 +9,12 @@
 //! * **Format**: [`LogFormat::Text`] — `2026-06-01T06:00:00.125Z  WARN message k=v`, coloured
 //!   only when stderr is a terminal and `NO_COLOR` is unset — or [`LogFormat::Json`], one
 //!   object per line.
+//! * **Under journald**: when stderr is the journal's stream (`JOURNAL_STREAM` names stderr's
+//!   device and inode, as systemd sets it for `StandardError=journal`), text lines carry no
+//!   time stamp and no colour (the journal stamps each line itself) and start with the
+//!   sd-daemon priority prefix (`<3>` error, `<4>` warning, `<6>` info, `<7>` debug), so
+//!   `journalctl -p warning` filters them and colours warnings. JSON lines are left as they
+//!   are: a prefix would break them for a collector that parses them.
 //!
 //! Plugins' own `tracing` never comes here: a plugin file has its own copy of `tracing`, and
 //! the SDK runs every handler call (compiled-in plugins' too) under a per-thread dispatcher of
@@ -21,11 +27,11 @@ use std::io::IsTerminal;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Result, anyhow};
-use tracing::Dispatch;
+use tracing::{Dispatch, Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
 
 pub use crate::config::LogFormat;
@@ -106,6 +112,89 @@ where
     }
 }
 
+/// One journal line per event: the sd-daemon priority prefix, the message and its fields;
+/// no time (the journal records it) and no level word (the priority is the level).
+struct JournalLine;
+
+impl<S, N> FormatEvent<S, N> for JournalLine
+where
+    S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        write!(w, "<{}>", journal_priority(*event.metadata().level()))?;
+        ctx.field_format().format_fields(w.by_ref(), event)?;
+        writeln!(w)
+    }
+}
+
+/// syslog's priority for a level, as sd-daemon(3) prefixes read it.
+fn journal_priority(level: Level) -> u8 {
+    match level {
+        Level::ERROR => 3,
+        Level::WARN => 4,
+        Level::INFO => 6,
+        Level::DEBUG | Level::TRACE => 7,
+    }
+}
+
+/// The host's log subscriber for a stderr that is the journal's stream (see the module
+/// documentation): `filter`, then one prefixed line per event written to `writer`.
+pub fn journal_dispatch<W>(filter: EnvFilter, writer: W) -> Dispatch
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    Dispatch::new(
+        tracing_subscriber::registry().with(filter).with(
+            tracing_subscriber::fmt::layer()
+                .event_format(JournalLine)
+                .with_ansi(false)
+                .with_writer(writer)
+                .log_internal_errors(false),
+        ),
+    )
+}
+
+/// Whether `JOURNAL_STREAM` (`<device>:<inode>`, as systemd sets it) names the stream whose
+/// device and inode are `stderr`. A variable inherited by a child whose stderr was redirected
+/// elsewhere names another file, so the check is against stderr itself, not the variable's
+/// presence.
+fn is_journal_stream(journal_stream: Option<&str>, stderr: Option<(u64, u64)>) -> bool {
+    let (Some(var), Some((dev, ino))) = (journal_stream, stderr) else {
+        return false;
+    };
+    let Some((d, i)) = var.trim().split_once(':') else {
+        return false;
+    };
+    d.parse::<u64>().ok() == Some(dev) && i.parse::<u64>().ok() == Some(ino)
+}
+
+/// Device and inode of the process's stderr (fd 2).
+#[cfg(unix)]
+fn stderr_identity() -> Option<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a `stat` into the buffer it is given and reads nothing else; the
+    // buffer is only read after it reported success.
+    let st = unsafe {
+        if libc::fstat(2, st.as_mut_ptr()) != 0 {
+            return None;
+        }
+        st.assume_init()
+    };
+    #[allow(clippy::unnecessary_cast)] // the field types differ between unix targets
+    Some((st.st_dev as u64, st.st_ino as u64))
+}
+
+#[cfg(not(unix))]
+fn stderr_identity() -> Option<(u64, u64)> {
+    None
+}
+
 /// A log writer that keeps what is logged in memory, for tests (an embedding program's too)
 /// that check what the host logged: give it to [`dispatch`], read it with
 /// [`text`](MemoryLog::text). Clones share the buffer.
@@ -146,6 +235,15 @@ impl<'w> MakeWriter<'w> for MemoryLog {
 /// `default_filter` unless `TAKT_LOG` / `RUST_LOG` say otherwise.
 pub(crate) fn install(format: LogFormat, default_filter: &str) -> Result<()> {
     let filter = filter(|var| std::env::var(var).ok(), default_filter)?;
+    let journal = format == LogFormat::Text
+        && is_journal_stream(
+            std::env::var("JOURNAL_STREAM").ok().as_deref(),
+            stderr_identity(),
+        );
+    if journal {
+        return tracing::dispatcher::set_global_default(journal_dispatch(filter, std::io::stderr))
+            .map_err(|e| anyhow!("cannot install the log subscriber: {e}"));
+    }
     let ansi = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing::dispatcher::set_global_default(dispatch(filter, format, ansi, std::io::stderr))
@@ -237,6 +335,42 @@ mod tests {
             !line.contains('\u{1b}'),
             "no ANSI escapes off a terminal: {line:?}"
         );
+    }
+
+    #[test]
+    fn journal_lines_have_a_priority_prefix_and_no_time_or_colour() {
+        let log = MemoryLog::default();
+        let d = journal_dispatch(EnvFilter::new("debug"), log.clone());
+        tracing::dispatcher::with_default(&d, || {
+            tracing::error!("the database is gone");
+            tracing::warn!(run = 7, "cannot store 3 log lines");
+            tracing::info!("node n1 recovered 2 runs");
+            tracing::debug!("a pass");
+        });
+        let text = log.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "<3>the database is gone",
+                "<4>cannot store 3 log lines run=7",
+                "<6>node n1 recovered 2 runs",
+                "<7>a pass"
+            ],
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn the_journal_is_recognised_by_stderr_itself_not_the_variable() {
+        assert!(is_journal_stream(Some("8:12345"), Some((8, 12345))));
+        assert!(is_journal_stream(Some("8:12345 "), Some((8, 12345))));
+        // Inherited by a child whose stderr is a file: another inode.
+        assert!(!is_journal_stream(Some("8:12345"), Some((8, 999))));
+        assert!(!is_journal_stream(Some("8:12345"), None));
+        assert!(!is_journal_stream(None, Some((8, 12345))));
+        assert!(!is_journal_stream(Some("garbage"), Some((8, 12345))));
+        assert!(!is_journal_stream(Some("8:"), Some((8, 12345))));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 #[macro_use]
 pub(crate) mod out;
 
+mod alerts;
 mod api;
 mod args;
 mod db;
@@ -19,11 +20,13 @@ mod inspect;
 pub(crate) mod job;
 pub mod logging;
 mod nodes;
+mod notify;
 mod pause;
 mod plugin;
 mod run;
 mod runs;
 pub(crate) mod schedule;
+mod service;
 mod signals;
 mod table;
 mod token;
@@ -66,6 +69,8 @@ enum Command {
     Why(inspect::WhyArgs),
     /// Expected fires of a range against the runs and attempts: gaps and duplicates (exit 1).
     Audit(inspect::AuditArgs),
+    /// The alert deliveries, newest first: sent, failed (and why), suppressed (and why).
+    Alerts(alerts::AlertsArgs),
     /// Database maintenance.
     #[command(subcommand)]
     Db(db::DbCmd),
@@ -85,6 +90,10 @@ enum Command {
     /// Tokens for the HTTP API: create (shown once), list, revoke.
     #[command(subcommand)]
     Token(token::TokenCmd),
+    /// Install, start, stop or remove takt as a Windows service (Windows only; on Linux see
+    /// packaging/systemd/takt.service).
+    #[command(subcommand)]
+    Service(service::ServiceCmd),
 }
 
 /// Runs the command line and returns the process exit code: 0 on success, 1 when the command
@@ -103,9 +112,12 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    // `takt run` installs its logger once its config (and so `log_format`) is read.
-    if !matches!(cli.command, Command::Run(_))
-        && let Err(e) = logging::install(logging::LogFormat::Text, logging::COMMAND_FILTER)
+    // `takt run` (and the service, which is one) installs its logger once its config (and so
+    // `log_format`) is read.
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Service(service::ServiceCmd::Run(_))
+    ) && let Err(e) = logging::install(logging::LogFormat::Text, logging::COMMAND_FILTER)
     {
         errln!("error: {e:#}");
         return ExitCode::FAILURE;
@@ -120,6 +132,7 @@ pub fn main() -> ExitCode {
         Command::Group(cmd) => pause::run_group(cmd),
         Command::Why(args) => inspect::why_cmd(args),
         Command::Audit(args) => inspect::audit_cmd(args),
+        Command::Alerts(args) => alerts::alerts(args),
         Command::Db(cmd) => db::run(cmd),
         Command::Schedule(cmd) => schedule::run(cmd),
         Command::Cron(cmd) => schedule::run_cron(cmd),
@@ -127,6 +140,7 @@ pub fn main() -> ExitCode {
         Command::Init(args) => init::run(args),
         Command::Run(args) => run::run(args),
         Command::Token(cmd) => token::run(cmd),
+        Command::Service(cmd) => service::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,7 @@ use takt_core::schedule::format_duration;
 use takt_core::store::{RunFilter, Store};
 use tokio::sync::broadcast::{self, error::RecvError};
 
+use super::notify::Notifier;
 use super::signals::StopRequests;
 use crate::config::{CONFIG_APPLICATION, Config, DEFAULT_FILE, LogFormat, same_definition};
 use crate::executor::{Executor, ExecutorConfig};
@@ -48,7 +49,28 @@ pub(super) struct RunArgs {
     http_listen: Option<String>,
 }
 
+impl RunArgs {
+    /// `takt run --config file` as a Windows service runs it.
+    #[cfg_attr(not(windows), allow(dead_code))]
+    pub(super) fn service(file: PathBuf) -> RunArgs {
+        RunArgs {
+            config: Some(file),
+            run_for: None,
+            takeover: false,
+            log_format: None,
+            http_listen: None,
+        }
+    }
+}
+
 pub(super) fn run(args: RunArgs) -> Result<()> {
+    run_as(args, Notifier::from_env(), None)
+}
+
+/// `takt run` told by `notifier` what to report to its service manager. `stop`: the end of
+/// a stop channel a service manager feeds (the Windows service's control handler); without
+/// it the process's signals are the stoppers.
+pub(super) fn run_as(args: RunArgs, notifier: Notifier, stop: Option<StopRequests>) -> Result<()> {
     // Nobody reading the run lines any more is no reason to stop scheduling.
     super::out::set_mode(super::out::Mode::KeepRunning);
     let run_for = match &args.run_for {
@@ -84,9 +106,15 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     runtime.block_on(async {
         // From here on SIGTERM and Ctrl-C ask for the graceful stop instead of ending the
         // process, also while the host is still starting.
-        let (stopper, requests) = super::signals::channel();
-        super::signals::listen(stopper).context("cannot listen for stop signals")?;
-        host(config, run_for, args.takeover, requests).await
+        let requests = match stop {
+            Some(requests) => requests,
+            None => {
+                let (stopper, requests) = super::signals::channel();
+                super::signals::listen(stopper).context("cannot listen for stop signals")?;
+                requests
+            }
+        };
+        host(config, run_for, args.takeover, requests, notifier).await
     })
 }
 
@@ -97,6 +125,7 @@ async fn host(
     run_for: Option<Duration>,
     takeover: bool,
     mut stop: StopRequests,
+    notifier: Notifier,
 ) -> Result<()> {
     if let Some(dir) = config
         .database
@@ -301,6 +330,23 @@ async fn host(
         handle.shutdown(Duration::ZERO).await;
         return Err(e);
     }
+    // Alerts read this node's run ends and the store; they never hold the loop.
+    let alerter = if config.alerts.is_empty() {
+        None
+    } else {
+        outln!(
+            "alerts: {} rules on channels {}",
+            config.alerts.rules_len(),
+            config.alerts.channel_names().join(", ")
+        )?;
+        Some(crate::alerts::start(
+            store.clone(),
+            config.alerts.clone(),
+            config.node_id.clone(),
+            config.lease,
+            handle.subscribe(),
+        ))
+    };
     let mut names: HashMap<JobId, String> = store
         .job_list()
         .await?
@@ -341,7 +387,15 @@ async fn host(
         log_seen: HashMap::new(),
         counts: BTreeMap::new(),
         started: 0,
+        outage: None,
     };
+    // The store is open, the plugins loaded, the jobs synced and the loop started.
+    notifier.ready(&printer.status(handle.running()));
+    let watchdog = notifier.watchdog(handle.clone());
+    // systemctl status shows the summary; refreshed at most this often, and only if changed.
+    let mut status_tick = tokio::time::interval(Duration::from_secs(2));
+    status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shown_status = String::new();
     let deadline = run_for.map(|d| tokio::time::Instant::now() + d);
     // Set when another process takes this node id over: the node stops, and so does takt run.
     let mut taken_over: Option<String> = None;
@@ -365,6 +419,13 @@ async fn host(
             },
             request = stop.next() => break request.why,
             () = hangup.recv() => super::plugin::reload_on_hangup(&handle).await?,
+            _ = status_tick.tick(), if notifier.enabled() => {
+                let status = printer.status(handle.running());
+                if status != shown_status {
+                    notifier.status(&status);
+                    shown_status = status;
+                }
+            }
             () = sleep => break format!(
                 "--for {} has passed",
                 format_duration(run_for.unwrap_or_default().as_secs())
@@ -372,6 +433,15 @@ async fn host(
         }
     };
 
+    // The grace, then the executor's grace for cancelled runs and time to record them.
+    notifier.stopping(
+        &format!(
+            "stopping ({why}): draining {} running runs for up to {}",
+            handle.running(),
+            format_duration(config.grace.as_secs())
+        ),
+        config.grace + Duration::from_secs(15),
+    );
     let forced = stop_gracefully(
         &handle,
         config.grace,
@@ -383,6 +453,12 @@ async fn host(
     )
     .await?;
     keeper.abort();
+    if let Some(a) = alerter {
+        a.stop();
+    }
+    if let Some(w) = watchdog {
+        w.abort();
+    }
     if let Some(l) = listener {
         l.abort();
     }
@@ -686,9 +762,35 @@ struct Printer {
     /// Attempts ended, by recorded state.
     counts: BTreeMap<String, usize>,
     started: usize,
+    /// Since when the database is unavailable, and its first error.
+    outage: Option<(Timestamp, String)>,
 }
 
 impl Printer {
+    /// The one-line summary systemd shows (`STATUS=`): `running` runs, the attempts since
+    /// the start and how they ended, a database outage.
+    fn status(&self, running: usize) -> String {
+        let mut s = format!(
+            "scheduling: {running} running; {} attempts since start",
+            self.started
+        );
+        if !self.counts.is_empty() {
+            let ended: Vec<String> = self
+                .counts
+                .iter()
+                .map(|(state, n)| format!("{n} {state}"))
+                .collect();
+            s.push_str(&format!(" ({})", ended.join(", ")));
+        }
+        if let Some((since, error)) = &self.outage {
+            s.push_str(&format!(
+                "; database unavailable since {} UTC: {error}",
+                short_time(*since)
+            ));
+        }
+        s
+    }
+
     /// Prints one event's line (and, for an end, the run's error and new log lines). Never
     /// fails in practice: `takt run` writes stdout in [`out::Mode::KeepRunning`].
     async fn print(
@@ -714,6 +816,7 @@ impl Printer {
                 state,
             } => (*run, *job, *fire_time, *attempt, Some(*state)),
             SchedulerEvent::StoreUnavailable { error } => {
+                self.outage = Some((Timestamp::now(), error.clone()));
                 outln!(
                     "{}  database unavailable: {error}; runs that end meanwhile are kept and \
                      recorded when it is back; retrying",
@@ -722,6 +825,7 @@ impl Printer {
                 return Ok(());
             }
             SchedulerEvent::StoreRecovered { down_for } => {
+                self.outage = None;
                 outln!(
                     "{}  database back after {:.1}s; fires that fell due meanwhile follow \
                      their misfire policy",

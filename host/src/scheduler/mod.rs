@@ -84,7 +84,7 @@ pub use identity::new_instance;
 pub use run::ORPHANED;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -401,11 +401,13 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             .map(|every| tokio::spawn(watch_plugins(ctx.clone(), every, stopping)));
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
         let running = Arc::new(AtomicUsize::new(0));
+        let passes = Arc::new(AtomicU64::new(0));
         let shell = shell::Shell {
             ctx: ctx.clone(),
             machine: Machine::new(ctx.config.clone(), now),
             inputs: inputs_rx,
             running: running.clone(),
+            passes: passes.clone(),
             stop,
             watch,
             _live: identity::LiveHere::new(ctx.config.instance.clone()),
@@ -423,6 +425,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             ctx,
             inputs,
             running,
+            passes,
             paused: Arc::new(AtomicBool::new(false)),
             task: Arc::new(tokio::sync::Mutex::new(Some(task))),
         })
@@ -449,6 +452,8 @@ pub struct SchedulerHandle<S> {
     inputs: mpsc::UnboundedSender<shell::Input>,
     /// How many runs the loop has in flight, as it last published.
     running: Arc<AtomicUsize>,
+    /// Events the loop has handled ([`SchedulerHandle::loop_passes`]).
+    passes: Arc<AtomicU64>,
     /// The pause as this handle last asked it (the loop obeys the command it was sent).
     paused: Arc<AtomicBool>,
     task: Arc<tokio::sync::Mutex<Option<JoinHandle<()>>>>,
@@ -460,6 +465,7 @@ impl<S> Clone for SchedulerHandle<S> {
             ctx: self.ctx.clone(),
             inputs: self.inputs.clone(),
             running: self.running.clone(),
+            passes: self.passes.clone(),
             paused: self.paused.clone(),
             task: self.task.clone(),
         }
@@ -649,6 +655,15 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     /// what its runs record.
     pub fn node(&self) -> (&NodeId, &InstanceId) {
         (&self.ctx.config.node, &self.ctx.config.instance)
+    }
+
+    /// How many events the scheduling loop has handled (its own timers, wakes, run ends,
+    /// store answers; through the drain too): a liveness signal for a watchdog. A live loop
+    /// advances at least every [`SchedulerConfig::safety_poll`] and soon after every
+    /// [`wake`](Self::wake); a loop stuck in a call that never returns does not, and neither
+    /// does one that has ended.
+    pub fn loop_passes(&self) -> u64 {
+        self.passes.load(Ordering::Relaxed)
     }
 
     /// Runs of this node in flight.

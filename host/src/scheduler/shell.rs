@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -43,6 +43,8 @@ pub(super) struct Shell<S> {
     pub inputs: mpsc::UnboundedReceiver<Input>,
     /// Mirror of [`Machine::running`], for the handle.
     pub running: Arc<AtomicUsize>,
+    /// Events handled, for the handle's liveness signal (`loop_passes`).
+    pub passes: Arc<AtomicU64>,
     /// Mirror of [`Machine::stop_grace`], for the record tasks and the plugin watch.
     pub stop: watch::Sender<Option<Duration>>,
     /// The plugin directory watch, ended with the loop.
@@ -125,6 +127,7 @@ impl<S: Store + Clone + 'static> Shell<S> {
     }
 
     fn publish_view(&self) {
+        self.passes.fetch_add(1, Ordering::Relaxed);
         self.running.store(self.machine.running(), Ordering::SeqCst);
         let grace = self.machine.stop_grace();
         self.stop.send_if_modified(|g| {

@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use takt_core::alert::{AlertDelivery, AlertKey};
 
 use jiff::Timestamp;
 use takt_core::attempt::Attempt;
@@ -363,6 +364,10 @@ impl Store for AnyStore {
         fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken>;
         fn action_insert(&self, action: &OperatorAction) -> StoreResult<()>;
         fn action_list(&self, job: Option<&str>, limit: usize) -> StoreResult<Vec<OperatorAction>>;
+        fn alert_open(&self, key: &AlertKey, episode: &str, now: Timestamp) -> StoreResult<bool>;
+        fn alert_close(&self, key: &AlertKey, now: Timestamp) -> StoreResult<bool>;
+        fn alert_delivery_add(&self, delivery: &AlertDelivery) -> StoreResult<i64>;
+        fn alert_delivery_list(&self, limit: usize) -> StoreResult<Vec<AlertDelivery>>;
     }
 }
 

@@ -651,3 +651,46 @@ impl ActionRow {
         })
     }
 }
+
+/// The columns of `alert_deliveries`, in the order [`DeliveryRow`] holds them.
+pub(crate) const DELIVERY_COLUMNS: &str =
+    "id, at, node, channel, subject, condition, kind, run_id, outcome, detail";
+
+/// An `alert_deliveries` row as its columns hold it (`at` in Unix milliseconds).
+pub(crate) struct DeliveryRow {
+    pub(crate) id: i64,
+    pub(crate) at_ms: i64,
+    pub(crate) node: String,
+    pub(crate) channel: String,
+    pub(crate) subject: String,
+    pub(crate) condition: String,
+    pub(crate) kind: String,
+    pub(crate) run: Option<i64>,
+    pub(crate) outcome: String,
+    pub(crate) detail: String,
+}
+
+impl DeliveryRow {
+    /// The delivery, or what is unreadable about the row (in `path`).
+    pub(crate) fn into_delivery(self, path: &str) -> StoreResult<takt_core::alert::AlertDelivery> {
+        let row = format!("alert delivery {}", self.id);
+        let at =
+            Timestamp::from_millisecond(self.at_ms).map_err(|e| corrupt(path, &row, "at", e))?;
+        let outcome = takt_core::alert::DeliveryOutcome::from_name(&self.outcome)
+            .ok_or_else(|| corrupt(path, &row, "outcome", &self.outcome))?;
+        Ok(takt_core::alert::AlertDelivery {
+            id: Some(self.id),
+            at,
+            node: self.node,
+            channel: self.channel,
+            key: takt_core::alert::AlertKey {
+                subject: self.subject,
+                condition: self.condition,
+            },
+            kind: self.kind,
+            run: self.run,
+            outcome,
+            detail: self.detail,
+        })
+    }
+}

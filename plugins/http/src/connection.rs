@@ -229,8 +229,9 @@ pub(crate) fn tls_config(
 }
 
 /// The TLS configuration of requests to a job's own `url` (system roots only), built once
-/// per process.
-pub(crate) fn default_tls() -> Result<Arc<rustls::ClientConfig>, String> {
+/// per process. Public so that the host's other HTTP clients (alert webhooks) trust exactly
+/// what `http::request` trusts.
+pub fn default_tls() -> Result<Arc<rustls::ClientConfig>, String> {
     static TLS: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     TLS.get_or_init(|| tls_config(Vec::new())).clone()
 }

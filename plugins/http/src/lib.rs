@@ -58,7 +58,7 @@ mod status;
 use takt_plugin_api::sdk::{JobContext, JobError, Plugin};
 
 pub use body::BodyKind;
-pub use connection::{CONNECTION_ENV_PREFIX, ConnectionSpec, HttpOptions};
+pub use connection::{CONNECTION_ENV_PREFIX, ConnectionSpec, HttpOptions, default_tls};
 pub use params::{
     DEFAULT_MAX_REDIRECTS, DEFAULT_RESPONSE_LIMIT, DEFAULT_TIMEOUT, HttpParams, MAX_REDIRECTS,
     MAX_RESPONSE_LIMIT, METHODS,

@@ -149,6 +149,9 @@ where
     check!(attempts_are_begun_by_claims_and_ended_by_finishes_and_recovery);
     check!(node_sessions_record_every_life);
     check!(runs_between_reads_a_fire_range_in_order);
+    check!(alert_episodes_open_once_until_closed);
+    check!(concurrent_alert_opens_have_one_winner if concurrent_claims);
+    check!(alert_deliveries_round_trip_newest_first);
     check!(logs_are_ordered_and_batched if logs);
     check!(retention_purges_only_old_final_runs_and_their_logs if retention);
     assert_eq!(
@@ -161,7 +164,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 34;
+pub const CHECKS: usize = 37;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -1472,6 +1475,140 @@ pub async fn node_list_reports_heartbeats_and_running_runs<S: Store>(store: S) {
     assert_eq!(a.heartbeat_age(at(25)), Duration::from_secs(15));
     assert_eq!(a.running, 2);
     assert_eq!((listed[1].running, listed[1].heartbeat_at), (0, Some(t0())));
+}
+
+fn alert_key(subject: &str, condition: &str) -> crate::alert::AlertKey {
+    crate::alert::AlertKey {
+        subject: subject.into(),
+        condition: condition.into(),
+    }
+}
+
+/// One open episode per (subject, condition): a second open is refused until the episode
+/// closes, a close succeeds once, a closed episode reopens; other keys are independent.
+pub async fn alert_episodes_open_once_until_closed<S: Store>(store: S) {
+    let failed = alert_key("job:nightly", "failed");
+    let timed_out = alert_key("job:nightly", "timed_out");
+    let other = alert_key("job:hourly", "failed");
+    assert!(store.alert_open(&failed, "run 1", at(1)).await.unwrap());
+    assert!(
+        !store.alert_open(&failed, "run 2", at(2)).await.unwrap(),
+        "open already"
+    );
+    assert!(
+        store.alert_open(&timed_out, "run 2", at(2)).await.unwrap(),
+        "another condition"
+    );
+    assert!(
+        store.alert_open(&other, "run 3", at(2)).await.unwrap(),
+        "another subject"
+    );
+    assert!(
+        store.alert_close(&failed, at(3)).await.unwrap(),
+        "closed by this call"
+    );
+    assert!(
+        !store.alert_close(&failed, at(4)).await.unwrap(),
+        "nothing open any more"
+    );
+    assert!(
+        !store
+            .alert_close(&alert_key("job:none", "failed"), at(4))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store.alert_open(&failed, "run 5", at(5)).await.unwrap(),
+        "a new episode"
+    );
+    assert!(!store.alert_open(&failed, "run 6", at(6)).await.unwrap());
+    assert!(!store.alert_open(&timed_out, "run 6", at(6)).await.unwrap());
+    // Over-long fields are clipped, not refused: an alert is never lost to a column width.
+    let long = alert_key(&"s".repeat(500), &"c".repeat(100));
+    assert!(
+        store
+            .alert_open(&long, &"e".repeat(5000), at(7))
+            .await
+            .unwrap()
+    );
+    assert!(!store.alert_open(&long, "again", at(8)).await.unwrap());
+}
+
+/// Several nodes opening the same episode at once: exactly one is told to send.
+pub async fn concurrent_alert_opens_have_one_winner<S: Store + Clone>(store: S) {
+    let key = alert_key("job:shared", "failed");
+    for round in 0..5 {
+        let (a, b) = join(
+            store.alert_open(&key, "node a", at(round * 10)),
+            store.alert_open(&key, "node b", at(round * 10)),
+        )
+        .await;
+        let won = [a.unwrap(), b.unwrap()];
+        assert_eq!(
+            won.iter().filter(|w| **w).count(),
+            1,
+            "round {round}: {won:?}"
+        );
+        let (a, b) = join(
+            store.alert_close(&key, at(round * 10 + 1)),
+            store.alert_close(&key, at(round * 10 + 1)),
+        )
+        .await;
+        let closed = [a.unwrap(), b.unwrap()];
+        assert_eq!(
+            closed.iter().filter(|c| **c).count(),
+            1,
+            "round {round}: {closed:?}"
+        );
+    }
+}
+
+/// Deliveries come back as recorded, newest first, limited; long fields clipped.
+pub async fn alert_deliveries_round_trip_newest_first<S: Store>(store: S) {
+    use crate::alert::{AlertDelivery, DeliveryOutcome};
+    assert!(store.alert_delivery_list(10).await.unwrap().is_empty());
+    let d = |n: i64, outcome| AlertDelivery {
+        id: None,
+        at: at(n),
+        node: "node-a".into(),
+        channel: "ops-mail".into(),
+        key: alert_key("job:nightly", "failed"),
+        kind: "firing".into(),
+        run: Some(n),
+        outcome,
+        detail: format!("delivery {n} 作业"),
+    };
+    let first = store
+        .alert_delivery_add(&d(1, DeliveryOutcome::Sent))
+        .await
+        .unwrap();
+    let second = store
+        .alert_delivery_add(&d(2, DeliveryOutcome::Failed))
+        .await
+        .unwrap();
+    assert!(second > first, "{first} {second}");
+    let mut long = d(3, DeliveryOutcome::Suppressed);
+    long.run = None;
+    long.detail = "x".repeat(3000);
+    long.channel = "c".repeat(300);
+    store.alert_delivery_add(&long).await.unwrap();
+    let listed = store.alert_delivery_list(10).await.unwrap();
+    assert_eq!(listed.len(), 3);
+    assert_eq!(
+        listed[0].detail.chars().count(),
+        crate::alert::limits::DETAIL
+    );
+    assert_eq!(
+        listed[0].channel.chars().count(),
+        crate::alert::limits::NAME
+    );
+    assert_eq!(listed[0].run, None);
+    assert_eq!(listed[0].outcome, DeliveryOutcome::Suppressed);
+    let mut want = d(2, DeliveryOutcome::Failed);
+    want.id = Some(second);
+    assert_eq!(listed[1], want);
+    assert_eq!(listed[2].id, Some(first));
+    assert_eq!(store.alert_delivery_list(1).await.unwrap().len(), 1);
 }
 
 /// A skipped run keeps its reason and detail, takes the (job, fire time) key, and a claim of

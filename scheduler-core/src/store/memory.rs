@@ -34,6 +34,7 @@ use super::engine::{
 use super::{
     CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves,
 };
+use crate::alert::{AlertDelivery, AlertKey};
 use crate::attempt::{Attempt, AttemptEnd};
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
@@ -154,6 +155,16 @@ enum Undo {
     Pause((PauseKind, String), Option<Pause>),
     Attempts(RunId, Option<Vec<Attempt>>),
     Session(InstanceId, Option<NodeSession>),
+    Episode(AlertKey, Option<Episode>),
+    Delivery(i64),
+}
+
+/// An alert episode row: its key, when it opened, when it closed.
+#[derive(Clone, Debug)]
+struct Episode {
+    #[allow(dead_code)] // kept for the record, as the SQL stores keep it
+    key: String,
+    closed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -177,6 +188,10 @@ struct Inner {
     attempts: BTreeMap<RunId, Vec<Attempt>>,
     /// Every node life, by instance.
     sessions: BTreeMap<InstanceId, NodeSession>,
+    /// Alert episodes by (subject, condition).
+    episodes: HashMap<AlertKey, Episode>,
+    deliveries: BTreeMap<i64, AlertDelivery>,
+    last_delivery: i64,
     last_job: i64,
     last_run: i64,
     last_seq: u64,
@@ -283,6 +298,17 @@ impl Inner {
                         self.sessions.remove(&id);
                     }
                 },
+                Undo::Episode(key, old) => match old {
+                    Some(e) => {
+                        self.episodes.insert(key, e);
+                    }
+                    None => {
+                        self.episodes.remove(&key);
+                    }
+                },
+                Undo::Delivery(id) => {
+                    self.deliveries.remove(&id);
+                }
             }
         }
         (self.last_job, self.last_run, self.last_seq) = journal.counters;
@@ -1074,6 +1100,82 @@ impl Conn for MemoryConn<'_> {
             .collect();
         out.sort_by(|a, b| (a.started_at, &a.instance.0).cmp(&(b.started_at, &b.instance.0)));
         Ok(out)
+    }
+
+    // ---- alerts ------------------------------------------------------------------------
+
+    async fn alert_reopen(&mut self, key: &AlertKey, episode: &str, _now: Timestamp) -> Res<bool> {
+        let inner = &mut *self.inner;
+        match inner.episodes.get(key).cloned() {
+            Some(old) if old.closed => {
+                inner.journal(Undo::Episode(key.clone(), Some(old)));
+                inner.episodes.insert(
+                    key.clone(),
+                    Episode {
+                        key: episode.to_string(),
+                        closed: false,
+                    },
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn alert_insert(&mut self, key: &AlertKey, episode: &str, _now: Timestamp) -> Res<bool> {
+        let inner = &mut *self.inner;
+        if inner.episodes.contains_key(key) {
+            return Ok(false);
+        }
+        inner.journal(Undo::Episode(key.clone(), None));
+        inner.episodes.insert(
+            key.clone(),
+            Episode {
+                key: episode.to_string(),
+                closed: false,
+            },
+        );
+        Ok(true)
+    }
+
+    async fn alert_close(&mut self, key: &AlertKey, _now: Timestamp) -> Res<bool> {
+        let inner = &mut *self.inner;
+        match inner.episodes.get(key).cloned() {
+            Some(old) if !old.closed => {
+                inner.journal(Undo::Episode(key.clone(), Some(old.clone())));
+                inner.episodes.insert(
+                    key.clone(),
+                    Episode {
+                        closed: true,
+                        ..old
+                    },
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn alert_delivery_insert(&mut self, delivery: &AlertDelivery) -> Res<i64> {
+        let inner = &mut *self.inner;
+        inner.last_delivery += 1;
+        let id = inner.last_delivery;
+        inner.journal(Undo::Delivery(id));
+        let mut row = delivery.clone();
+        row.id = Some(id);
+        inner.deliveries.insert(id, row);
+        Ok(id)
+    }
+
+    async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {
+        Ok(self
+            .inner
+            .deliveries
+            .values()
+            .rev()
+            .take(limit)
+            .cloned()
+            .collect())
     }
 
     // ---- logs, retention ---------------------------------------------------------------

@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use crate::alert::{AlertDelivery, AlertKey};
 use crate::attempt::Attempt;
 use crate::job::{JobDef, JobError, JobId, JobName};
 use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
@@ -776,6 +777,43 @@ pub trait Store: Send + Sync {
         after: Option<u64>,
         limit: usize,
     ) -> impl Future<Output = StoreResult<Vec<(u64, LogLine)>>> + Send;
+
+    // ---- alerts --------------------------------------------------------------------------
+
+    /// Opens an episode of `key` ([`crate::alert`]) keyed `episode` (the run that opened
+    /// it, …) at `now` when none is open, in one atomic step: of any number of callers on
+    /// any number of nodes, exactly one gets `true` (it sends the alert) until the episode is
+    /// closed. A closed episode of the key is reopened with the new `episode`.
+    ///
+    /// At most once: a call whose COMMIT answer is lost and is tried again finds its own
+    /// episode open and returns `false` (that alert is not sent, rather than sent twice).
+    fn alert_open(
+        &self,
+        key: &AlertKey,
+        episode: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// Closes the open episode of `key` at `now`: `true` for the one caller that closed it
+    /// (it sends the "recovered" notice), `false` when none was open.
+    fn alert_close(
+        &self,
+        key: &AlertKey,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// Records a delivery (fields longer than [`crate::alert::limits`] are clipped) and
+    /// returns its id.
+    fn alert_delivery_add(
+        &self,
+        delivery: &AlertDelivery,
+    ) -> impl Future<Output = StoreResult<i64>> + Send;
+
+    /// Up to `limit` deliveries, newest first.
+    fn alert_delivery_list(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<AlertDelivery>>> + Send;
 
     // ---- retention -----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use takt_core::alert::{AlertDelivery, AlertKey};
 use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
@@ -19,7 +20,7 @@ use takt_core::store::engine::{
     Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
 use takt_core::store::{
-    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreErrorKind,
+    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreErrorKind,
 };
 
 use super::conn::{Cells, Params, Pooled, text};
@@ -28,9 +29,9 @@ use super::rows::{
     get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, update_run_if,
 };
 use crate::store::rows::{
-    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow,
-    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS,
-    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
+    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
+    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow,
+    RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
 };
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
@@ -87,7 +88,7 @@ fn top(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn token_of(r: &tiberius::Row, shown: &str) -> Result<ApiToken, takt_core::store::StoreError> {
+fn token_of(r: &tiberius::Row, shown: &str) -> Result<ApiToken, StoreError> {
     let c = Cells {
         row: r,
         shown,
@@ -1553,5 +1554,124 @@ impl Conn for MssqlConn<'_> {
             runs: u64::try_from(runs).unwrap_or(0),
             log_lines: u64::try_from(log_lines).unwrap_or(0),
         })
+    }
+
+    // ---- alerts ------------------------------------------------------------------------
+    // Affected-row counts are not reliable on every peer: each conditional write OUTPUTs the
+    // key, and what it returns is what it changed.
+
+    async fn alert_reopen(&mut self, key: &AlertKey, episode: &str, now: Timestamp) -> Res<bool> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE alert_episodes SET episode = {}, opened_at = {}, closed_at = NULL \
+             OUTPUT INSERTED.subject WHERE subject = {} AND condition = {} \
+             AND closed_at IS NOT NULL",
+            p.add(episode.to_string()),
+            p.at(Some(now.as_millisecond())),
+            p.add(key.subject.clone()),
+            p.add(key.condition.clone())
+        );
+        Ok(!self
+            .c
+            .rows("reopening an alert episode", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn alert_insert(&mut self, key: &AlertKey, episode: &str, now: Timestamp) -> Res<bool> {
+        let mut p = self.c.params();
+        let subject = p.add(key.subject.clone());
+        let condition = p.add(key.condition.clone());
+        let sql = format!(
+            "INSERT INTO alert_episodes (subject, condition, episode, opened_at) \
+             OUTPUT INSERTED.subject SELECT {subject}, {condition}, {}, {} \
+             WHERE NOT EXISTS (SELECT 1 FROM alert_episodes WITH (UPDLOCK, HOLDLOCK) \
+             WHERE subject = {subject} AND condition = {condition})",
+            p.add(episode.to_string()),
+            p.at(Some(now.as_millisecond()))
+        );
+        match self.c.rows("opening an alert episode", &sql, &p).await {
+            Ok(rows) => Ok(!rows.is_empty()),
+            // A concurrent insert of the same key that got there first.
+            Err(e) if e.error.kind() == StoreErrorKind::Conflict => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn alert_close(&mut self, key: &AlertKey, now: Timestamp) -> Res<bool> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE alert_episodes SET closed_at = {} OUTPUT INSERTED.subject \
+             WHERE subject = {} AND condition = {} AND closed_at IS NULL",
+            p.at(Some(now.as_millisecond())),
+            p.add(key.subject.clone()),
+            p.add(key.condition.clone())
+        );
+        Ok(!self
+            .c
+            .rows("closing an alert episode", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
+    async fn alert_delivery_insert(&mut self, d: &AlertDelivery) -> Res<i64> {
+        let what = "recording an alert delivery";
+        let mut p = self.c.params();
+        let sql = format!(
+            "INSERT INTO alert_deliveries \
+             (at, node, channel, subject, condition, kind, run_id, outcome, detail) \
+             OUTPUT INSERTED.id VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {})",
+            p.at(Some(d.at.as_millisecond())),
+            p.add(d.node.clone()),
+            p.add(d.channel.clone()),
+            p.add(d.key.subject.clone()),
+            p.add(d.key.condition.clone()),
+            p.add(d.kind.clone()),
+            p.add(d.run),
+            p.add(d.outcome.name()),
+            p.add(d.detail.clone())
+        );
+        let row = self.c.row(what, &sql, &p).await?;
+        let row = row.ok_or_else(|| StoreError::other(format!("{what}: no id came back")))?;
+        Ok(Cells {
+            row: &row,
+            shown: self.shown,
+            what: "an alert delivery",
+        }
+        .int_req(0)?)
+    }
+
+    async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {
+        let shown = self.shown;
+        let p = self.c.params();
+        let sql = format!(
+            "SELECT TOP ({}) {DELIVERY_COLUMNS} FROM alert_deliveries ORDER BY id DESC",
+            top(limit)
+        );
+        let rows = self.c.rows("listing alert deliveries", &sql, &p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown,
+                what: "an alert delivery",
+            };
+            out.push(
+                DeliveryRow {
+                    id: c.int_req(0)?,
+                    at_ms: c.instant_req(1)?,
+                    node: c.text_req(2)?,
+                    channel: c.text_req(3)?,
+                    subject: c.text_req(4)?,
+                    condition: c.text_req(5)?,
+                    kind: c.text_req(6)?,
+                    run: c.int(7)?,
+                    outcome: c.text_req(8)?,
+                    detail: c.text_req(9)?,
+                }
+                .into_delivery(shown)?,
+            );
+        }
+        Ok(out)
     }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{GenericClient, Object, Transaction};
 use jiff::Timestamp;
+use takt_core::alert::{AlertDelivery, AlertKey};
 use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
@@ -30,9 +31,9 @@ use super::rows::{
     node_of, node_row, read_err, refs, run_of, st_opt, ts, update_run_if,
 };
 use crate::store::rows::{
-    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow,
-    JOB_COLUMNS, JobRow, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, SESSION_COLUMNS,
-    SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
+    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
+    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS,
+    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
 };
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
@@ -1760,6 +1761,111 @@ impl Conn for PgConn<'_> {
     async fn action_list(&mut self, job: Option<&str>, limit: usize) -> Res<Vec<OperatorAction>> {
         let s = self.shown;
         on!(self, |c| action_list(c, s, job, limit).await)
+    }
+
+    async fn alert_reopen(&mut self, key: &AlertKey, episode: &str, now: Timestamp) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    "UPDATE alert_episodes SET episode = $1, opened_at = $2, closed_at = NULL \
+                     WHERE subject = $3 AND condition = $4 AND closed_at IS NOT NULL",
+                    &[&episode, &ts(now), &key.subject, &key.condition],
+                )
+                .await
+                .map_err(|e| pg(s, "reopening an alert episode", e))?;
+            Ok(n == 1)
+        })
+    }
+
+    async fn alert_insert(&mut self, key: &AlertKey, episode: &str, now: Timestamp) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    "INSERT INTO alert_episodes (subject, condition, episode, opened_at) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (subject, condition) DO NOTHING",
+                    &[&key.subject, &key.condition, &episode, &ts(now)],
+                )
+                .await
+                .map_err(|e| pg(s, "opening an alert episode", e))?;
+            Ok(n == 1)
+        })
+    }
+
+    async fn alert_close(&mut self, key: &AlertKey, now: Timestamp) -> Res<bool> {
+        let s = self.shown;
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    "UPDATE alert_episodes SET closed_at = $1 \
+                     WHERE subject = $2 AND condition = $3 AND closed_at IS NULL",
+                    &[&ts(now), &key.subject, &key.condition],
+                )
+                .await
+                .map_err(|e| pg(s, "closing an alert episode", e))?;
+            Ok(n == 1)
+        })
+    }
+
+    async fn alert_delivery_insert(&mut self, d: &AlertDelivery) -> Res<i64> {
+        let s = self.shown;
+        on!(self, |c| {
+            let row = c
+                .query_one(
+                    "INSERT INTO alert_deliveries \
+                     (at, node, channel, subject, condition, kind, run_id, outcome, detail) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                    &[
+                        &ts(d.at),
+                        &d.node,
+                        &d.channel,
+                        &d.key.subject,
+                        &d.key.condition,
+                        &d.kind,
+                        &d.run,
+                        &d.outcome.name(),
+                        &d.detail,
+                    ],
+                )
+                .await
+                .map_err(|e| pg(s, "recording an alert delivery", e))?;
+            Ok(row.get::<_, i64>(0))
+        })
+    }
+
+    async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {
+        let s = self.shown;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    &format!(
+                        "SELECT {DELIVERY_COLUMNS} FROM alert_deliveries ORDER BY id DESC LIMIT $1"
+                    ),
+                    &[&limit],
+                )
+                .await
+                .map_err(|e| pg(s, "listing alert deliveries", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    DeliveryRow {
+                        id: r.get(0),
+                        at_ms: ms_of(r.get::<_, SystemTime>(1)),
+                        node: r.get(2),
+                        channel: r.get(3),
+                        subject: r.get(4),
+                        condition: r.get(5),
+                        kind: r.get(6),
+                        run: r.get(7),
+                        outcome: r.get(8),
+                        detail: r.get(9),
+                    }
+                    .into_delivery(s)
+                })
+                .collect::<StoreResult<Vec<_>>>()?)
+        })
     }
 
     async fn notify_due_sooner(&mut self) -> Res<()> {

@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 use jiff::Timestamp;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use takt_core::alert::{AlertDelivery, AlertKey};
 use takt_core::attempt::{Attempt, AttemptEnd};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
@@ -26,9 +27,9 @@ use takt_core::store::{
 
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
-    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow,
-    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, RunRow,
-    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
+    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
+    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow,
+    RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
 };
 
 /// The store's connection for one store call.
@@ -1591,6 +1592,107 @@ impl Conn for SqliteConn<'_> {
             .into_iter()
             .map(|r| r.into_action(path))
             .collect::<StoreResult<_>>()?)
+    }
+    // ---- alerts ------------------------------------------------------------------------
+
+    async fn alert_reopen(&mut self, key: &AlertKey, episode: &str, now: Timestamp) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(
+                "UPDATE alert_episodes SET episode = ?1, opened_at = ?2, closed_at = NULL \
+                 WHERE subject = ?3 AND condition = ?4 AND closed_at IS NOT NULL",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![episode, ms(now), key.subject, key.condition])
+            })
+            .map_err(|e| sql_error(self.path(), "reopening an alert episode", e))?;
+        Ok(n == 1)
+    }
+
+    async fn alert_insert(&mut self, key: &AlertKey, episode: &str, now: Timestamp) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(
+                "INSERT INTO alert_episodes (subject, condition, episode, opened_at) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (subject, condition) DO NOTHING",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![key.subject, key.condition, episode, ms(now)])
+            })
+            .map_err(|e| sql_error(self.path(), "opening an alert episode", e))?;
+        Ok(n == 1)
+    }
+
+    async fn alert_close(&mut self, key: &AlertKey, now: Timestamp) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .prepare_cached(
+                "UPDATE alert_episodes SET closed_at = ?1 \
+                 WHERE subject = ?2 AND condition = ?3 AND closed_at IS NULL",
+            )
+            .and_then(|mut stmt| stmt.execute(params![ms(now), key.subject, key.condition]))
+            .map_err(|e| sql_error(self.path(), "closing an alert episode", e))?;
+        Ok(n == 1)
+    }
+
+    async fn alert_delivery_insert(&mut self, d: &AlertDelivery) -> Res<i64> {
+        let conn = &self.db.conn;
+        conn.prepare_cached(
+            "INSERT INTO alert_deliveries \
+             (at, node, channel, subject, condition, kind, run_id, outcome, detail) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                ms(d.at),
+                d.node,
+                d.channel,
+                d.key.subject,
+                d.key.condition,
+                d.kind,
+                d.run,
+                d.outcome.name(),
+                d.detail
+            ])
+        })
+        .map_err(|e| sql_error(self.path(), "recording an alert delivery", e))?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {
+        let path = self.path();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {DELIVERY_COLUMNS} FROM alert_deliveries ORDER BY id DESC LIMIT ?1"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([limit], |r| {
+                    Ok(DeliveryRow {
+                        id: r.get(0)?,
+                        at_ms: r.get(1)?,
+                        node: r.get(2)?,
+                        channel: r.get(3)?,
+                        subject: r.get(4)?,
+                        condition: r.get(5)?,
+                        kind: r.get(6)?,
+                        run: r.get(7)?,
+                        outcome: r.get(8)?,
+                        detail: r.get(9)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "listing alert deliveries", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_delivery(path))
+            .collect::<StoreResult<Vec<_>>>()?)
     }
 }
 

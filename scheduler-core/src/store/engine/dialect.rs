@@ -23,6 +23,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::Fail;
+use crate::alert::{AlertDelivery, AlertKey};
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus, Registration};
@@ -571,6 +572,45 @@ pub trait Conn: Send {
         job: Option<&str>,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<OperatorAction>>> + Send;
+
+    // ---- alerts
+
+    /// Reopens the *closed* episode row of `key` with `episode` opened at `now` (`closed_at`
+    /// cleared); `false` when there is no row or it is open.
+    fn alert_reopen(
+        &mut self,
+        key: &AlertKey,
+        episode: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Inserts the open episode row of `key`; `false` when a row of `key` exists (the
+    /// primary key (subject, condition) decides, also against a concurrent insert).
+    fn alert_insert(
+        &mut self,
+        key: &AlertKey,
+        episode: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Sets `closed_at = now` on the open episode row of `key`; `false` when none is open.
+    fn alert_close(
+        &mut self,
+        key: &AlertKey,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<bool>> + Send;
+
+    /// Inserts a delivery row (the fields already clipped) and returns its id.
+    fn alert_delivery_insert(
+        &mut self,
+        delivery: &AlertDelivery,
+    ) -> impl Future<Output = Res<i64>> + Send;
+
+    /// Up to `limit` delivery rows, newest (highest id) first.
+    fn alert_delivery_list(
+        &mut self,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<AlertDelivery>>> + Send;
 
     /// Tells other nodes that something may be due sooner than they planned (PostgreSQL
     /// `NOTIFY`, delivered at commit); nothing where other nodes only poll.

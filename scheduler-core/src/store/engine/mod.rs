@@ -44,6 +44,7 @@ use super::{
     CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
     PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
+use crate::alert::{AlertDelivery, AlertKey, clip, limits};
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration, registration};
@@ -535,6 +536,66 @@ fn outlived_text(a: &Attempt, finish: &RunFinish) -> String {
     text
 }
 
+impl<D: Dialect> Engine<D> {
+    // ---- alerts ----------------------------------------------------------------------
+
+    /// The rule of [`Store::alert_open`]: reopen the key's closed row, else insert it; both
+    /// are conditional on the row's state, so exactly one concurrent caller wins.
+    async fn alert_open(&self, key: &AlertKey, episode: &str, now: Timestamp) -> StoreResult<bool> {
+        let key = clipped(key);
+        let episode = clip(episode, limits::DETAIL);
+        let d = &self.dialect;
+        let what = "opening an alert episode";
+        retrying(d, what, || async {
+            let mut s = d.session(what).await?;
+            let mut tx = s.begin(what).await?;
+            let opened = tx.alert_reopen(&key, &episode, now).await?
+                || tx.alert_insert(&key, &episode, now).await?;
+            tx.commit().await.map_err(Fail::idempotent)?;
+            Ok(opened)
+        })
+        .await
+    }
+
+    async fn alert_close(&self, key: &AlertKey, now: Timestamp) -> StoreResult<bool> {
+        let key = clipped(key);
+        let d = &self.dialect;
+        let what = "closing an alert episode";
+        retrying(d, what, || async {
+            let mut s = d.session(what).await?;
+            s.conn()
+                .alert_close(&key, now)
+                .await
+                .map_err(Fail::idempotent)
+        })
+        .await
+    }
+
+    async fn alert_delivery_add(&self, delivery: &AlertDelivery) -> StoreResult<i64> {
+        let mut row = delivery.clone();
+        row.key = clipped(&delivery.key);
+        row.node = clip(&delivery.node, limits::NAME);
+        row.channel = clip(&delivery.channel, limits::NAME);
+        row.kind = clip(&delivery.kind, limits::CONDITION);
+        row.detail = clip(&delivery.detail, limits::DETAIL);
+        let d = &self.dialect;
+        let what = "recording an alert delivery";
+        retrying(d, what, || async {
+            let mut s = d.session(what).await?;
+            s.conn().alert_delivery_insert(&row).await
+        })
+        .await
+    }
+}
+
+/// `key` with its fields cut to the columns' widths.
+fn clipped(key: &AlertKey) -> AlertKey {
+    AlertKey {
+        subject: clip(&key.subject, limits::SUBJECT),
+        condition: clip(&key.condition, limits::CONDITION),
+    }
+}
+
 /// A read on an auto-commit connection of a fresh session, retried while it fails
 /// transiently: `read!(engine, "what", |c| c.primitive(args))`.
 macro_rules! read {
@@ -828,5 +889,22 @@ impl<T: DialectStore> Store for T {
     ) -> StoreResult<Vec<OperatorAction>> {
         read!(self.engine(), "listing operator actions", |c| c
             .action_list(job, limit))
+    }
+
+    async fn alert_open(&self, key: &AlertKey, episode: &str, now: Timestamp) -> StoreResult<bool> {
+        self.engine().alert_open(key, episode, now).await
+    }
+
+    async fn alert_close(&self, key: &AlertKey, now: Timestamp) -> StoreResult<bool> {
+        self.engine().alert_close(key, now).await
+    }
+
+    async fn alert_delivery_add(&self, delivery: &AlertDelivery) -> StoreResult<i64> {
+        self.engine().alert_delivery_add(delivery).await
+    }
+
+    async fn alert_delivery_list(&self, limit: usize) -> StoreResult<Vec<AlertDelivery>> {
+        read!(self.engine(), "listing alert deliveries", |c| c
+            .alert_delivery_list(limit))
     }
 }
