@@ -489,6 +489,7 @@ fn runs_and_logs_show_seeded_rows() {
         "job",
         "fire time",
         "state",
+        "trigger",
         "attempt",
         "node",
         "started",
@@ -497,6 +498,8 @@ fn runs_and_logs_show_seeded_rows() {
     ] {
         assert!(lines[0].contains(h), "{text}");
     }
+    // Both were run by `takt job trigger`: the trigger column says so.
+    assert!(lines[1..].iter().all(|l| l.contains("manual")), "{text}");
     assert!(
         text.contains("succeeded") && text.contains("failed"),
         "{text}"
@@ -506,6 +509,9 @@ fn runs_and_logs_show_seeded_rows() {
 
     let all = d.json(&["runs"]);
     assert_eq!(all.as_array().unwrap().len(), 2);
+    for r in all.as_array().unwrap() {
+        assert_eq!(r["trigger"], "manual", "{r}");
+    }
     let only_bad = d.json(&["runs", "--job", "bad"]);
     assert_eq!(only_bad.as_array().unwrap().len(), 1);
     assert_eq!(only_bad[0]["id"], bad_id);

@@ -38,6 +38,7 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
     ),
     Migration::new(5, "pauses", sql!("0005_pauses.sql")),
     Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
+    Migration::new(7, "run_triggers", sql!("0007_run_triggers.sql")),
 ];
 
 /// The schema version this binary writes for SQL Server.

@@ -191,6 +191,7 @@ impl RunRow {
             plugin: r.get(19)?,
             plugin_version: r.get(20)?,
             plugin_sha256: r.get(21)?,
+            trigger: r.get(22)?,
         })
     }
 }
@@ -221,6 +222,7 @@ fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
         text(r.plugin),
         text(r.plugin_version),
         text(r.plugin_sha256),
+        text(r.trigger),
     ])
 }
 

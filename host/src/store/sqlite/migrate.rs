@@ -43,6 +43,7 @@ pub const MIGRATIONS: &[Migration] = &[
     ),
     Migration::new(6, "pauses", sql!("0006_pauses.sql")),
     Migration::new(7, "cancel_requests", sql!("0007_cancel_requests.sql")),
+    Migration::new(8, "run_triggers", sql!("0008_run_triggers.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).
