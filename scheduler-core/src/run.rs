@@ -128,8 +128,8 @@ impl fmt::Display for RunState {
 /// changed: a retry is another attempt of the same run (see [`crate::attempt`]), not a new
 /// run, so it keeps its run's trigger and shows as attempt 2, 3 ….
 ///
-/// Decided by the store engine's claim (scheduler-core/src/store/engine/claim.rs), the one
-/// place runs of fires are created: a fire that is not an occurrence of the job's schedule
+/// Decided by the store engine: a backfill (engine/backfill.rs) records `backfill`; the claim
+/// (engine/claim.rs), where every other run of a fire is created, decides the rest: a fire that is not an occurrence of the job's schedule
 /// (or of a job without one) was put there by a trigger ([`Trigger::Manual`]); a fire later
 /// than the job's misfire lateness window was released by its misfire policy
 /// ([`Trigger::CatchUp`]); anything else is [`Trigger::Schedule`]. A trigger in the same
@@ -147,6 +147,8 @@ pub enum Trigger {
     CatchUp,
     /// Run by hand: `takt job trigger`, `SchedulerHandle::trigger`, the API.
     Manual,
+    /// A past fire filled in by `takt job backfill` ([`crate::store::Store::run_backfill`]).
+    Backfill,
 }
 
 impl Trigger {
@@ -156,11 +158,17 @@ impl Trigger {
             Trigger::Schedule => "schedule",
             Trigger::CatchUp => "catch_up",
             Trigger::Manual => "manual",
+            Trigger::Backfill => "backfill",
         }
     }
 
     /// Every trigger.
-    pub const ALL: [Trigger; 3] = [Trigger::Schedule, Trigger::CatchUp, Trigger::Manual];
+    pub const ALL: [Trigger; 4] = [
+        Trigger::Schedule,
+        Trigger::CatchUp,
+        Trigger::Manual,
+        Trigger::Backfill,
+    ];
 
     /// The trigger named `name` (as [`Trigger::name`] writes it).
     pub fn from_name(name: &str) -> Option<Trigger> {

@@ -32,8 +32,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter, RunFinish, Store,
-    StoreErrorKind,
+    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter,
+    RunFinish, Store, StoreError, StoreErrorKind,
 };
 use crate::attempt::{Attempt, AttemptOutcome};
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
@@ -132,6 +132,7 @@ where
     check!(claim_records_dst_gap_skips);
     check!(claims_keep_inside_the_validity_window);
     check!(runs_record_how_they_came_to_be);
+    check!(backfill_fills_missing_fires_once_and_in_order);
     check!(paused_jobs_are_held_and_resume_per_their_misfire_policy);
     check!(group_and_node_pauses_hold_members_and_claims);
     check!(cancel_requests_reach_the_node_running_the_run);
@@ -157,7 +158,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 32;
+pub const CHECKS: usize = 33;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -428,6 +429,107 @@ async fn runs_record_how_they_came_to_be<S: Store>(store: S) {
     assert_eq!(of(on_time.id), Some(Some(Trigger::Schedule)));
     assert_eq!(of(by_hand.id), Some(Some(Trigger::Manual)));
     assert_eq!(of(late.id), Some(Some(Trigger::CatchUp)));
+}
+
+/// A backfill records the fires of the range that have no run as queued runs (trigger
+/// `backfill`), leaves the others alone, creates nothing the second time, and its runs are
+/// claimed one at a time in fire-time order; bad input is refused with what to do.
+async fn backfill_fills_missing_fires_once_and_in_order<S: Store>(store: S) {
+    let job = insert(&store, every_minute("fill")).await;
+    let id = job.id.expect("id");
+    // The fire at t0 ran; the range [t0, t0 + 5 min) has five fires.
+    let first = claim_one(&store, "node-a", at(1)).await.run;
+    finish(
+        &store,
+        &first,
+        RunEvent::Succeeded { result_json: None },
+        at(2),
+    )
+    .await;
+    let now = at(7200);
+    let got = store
+        .run_backfill(id, t0(), at(300), 10_000, now)
+        .await
+        .expect("backfill");
+    assert_eq!(
+        got,
+        Backfilled {
+            fires: 5,
+            created: 4,
+            present: 1
+        }
+    );
+    let again = store
+        .run_backfill(id, t0(), at(300), 10_000, now)
+        .await
+        .expect("backfill again");
+    assert_eq!((again.created, again.present), (0, 5), "{again:?}");
+    let runs = store
+        .runs_between(Some(id), t0(), at(300))
+        .await
+        .expect("runs");
+    assert_eq!(runs.len(), 5);
+    assert!(
+        runs[1..]
+            .iter()
+            .all(|r| r.trigger == Some(Trigger::Backfill) && r.state == RunState::Pending),
+        "{runs:?}"
+    );
+
+    // One at a time, in fire-time order: a claim takes the oldest only.
+    let mut order = Vec::new();
+    for step in 0..4 {
+        let claimed: Vec<_> = claim_all(&store, at(7300 + step))
+            .await
+            .into_iter()
+            .filter(|c| c.run.trigger == Some(Trigger::Backfill))
+            .collect();
+        assert_eq!(
+            claimed.len(),
+            1,
+            "one backfilled run at a time: {claimed:?}"
+        );
+        order.push(claimed[0].run.fire_time);
+        finish(
+            &store,
+            &claimed[0].run,
+            RunEvent::Succeeded { result_json: None },
+            at(7300 + step),
+        )
+        .await;
+    }
+    assert_eq!(order, [at(60), at(120), at(180), at(240)]);
+
+    // Bad input.
+    let bad = |e: StoreError, kind: StoreErrorKind, text: &str| {
+        assert_eq!(e.kind(), kind, "{e}");
+        assert!(e.message().contains(text), "{e}");
+    };
+    let e = store
+        .run_backfill(id, at(300), t0(), 10, now)
+        .await
+        .unwrap_err();
+    bad(e, StoreErrorKind::Invalid, "reversed");
+    let e = store
+        .run_backfill(id, t0(), at(3600), 10, now)
+        .await
+        .unwrap_err();
+    bad(
+        e,
+        StoreErrorKind::Invalid,
+        "holds 60 fires, more than --max 10",
+    );
+    let no_schedule = insert(&store, manual("no-schedule")).await;
+    let e = store
+        .run_backfill(no_schedule.id.expect("id"), t0(), at(300), 10, now)
+        .await
+        .unwrap_err();
+    bad(e, StoreErrorKind::Invalid, "no recurring schedule");
+    let e = store
+        .run_backfill(JobId(999_999), t0(), at(300), 10, now)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::NotFound, "{e}");
 }
 
 /// A manual-only job (no schedule) due at `t0`.
