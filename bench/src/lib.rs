@@ -500,6 +500,35 @@ pub mod probe {
                 self.inner.run_backfill(id, from, to, max, now)
             )
         }
+        async fn token_insert(
+            &self,
+            token: &takt_core::store::access::NewToken,
+        ) -> StoreResult<takt_core::store::access::ApiToken> {
+            timed!(self, "token_insert", self.inner.token_insert(token))
+        }
+        async fn token_list(&self) -> StoreResult<Vec<takt_core::store::access::ApiToken>> {
+            timed!(self, "token_list", self.inner.token_list())
+        }
+        async fn token_revoke(
+            &self,
+            name: &str,
+            now: Timestamp,
+        ) -> StoreResult<takt_core::store::access::ApiToken> {
+            timed!(self, "token_revoke", self.inner.token_revoke(name, now))
+        }
+        async fn action_insert(
+            &self,
+            action: &takt_core::store::access::OperatorAction,
+        ) -> StoreResult<()> {
+            timed!(self, "action_insert", self.inner.action_insert(action))
+        }
+        async fn action_list(
+            &self,
+            job: Option<&str>,
+            limit: usize,
+        ) -> StoreResult<Vec<takt_core::store::access::OperatorAction>> {
+            timed!(self, "action_list", self.inner.action_list(job, limit))
+        }
     }
 }
 

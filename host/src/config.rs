@@ -18,6 +18,7 @@
 //! | `TAKT_SQL_CONNECTION_<NAME>` | `[sql.connections] <name>` (a password need not be in the file) |
 //! | `TAKT_HTTP_CONNECTION_<NAME>` | `[http_client.connections.<name>]`: a URL, or JSON whose keys replace the file's and whose headers are added (a token need not be in the file) |
 //! | `TAKT_LOG_FORMAT` | `log_format` (`text` or `json`) |
+//! | `TAKT_HTTP_LISTEN` | `[http] listen` (`off` disables the API) |
 //!
 //! The level of the logs is not a key: `TAKT_LOG` (or `RUST_LOG`) sets it, as for every
 //! `takt` command (see [`crate::cli`]'s `logging`).
@@ -148,6 +149,10 @@ pub struct Config {
     /// each overridable by `TAKT_HTTP_CONNECTION_<NAME>`); its `Debug` never shows a header
     /// value.
     pub http: takt_plugin_http::HttpOptions,
+    /// The HTTP API (`[http]`): where it listens, TLS, whether `/metrics` is public;
+    /// `None` without an `[http]` section (and no `TAKT_HTTP_LISTEN`), or with `listen =
+    /// "off"`.
+    pub api: Option<crate::http::HttpConfig>,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
 }
@@ -177,8 +182,24 @@ struct FileConfig {
     sql: SqlSection,
     #[serde(default)]
     http_client: HttpClientSection,
+    http: Option<HttpSection>,
     #[serde(default)]
     jobs: Vec<JobEntry>,
+}
+
+/// `[http]`: takt's own HTTP API (see [`crate::http`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpSection {
+    /// `host:port` (default `127.0.0.1:7450`), or `off`.
+    listen: Option<String>,
+    /// PEM certificate chain for HTTPS (with `tls_key`).
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS (with `tls_cert`).
+    tls_key: Option<PathBuf>,
+    /// Serve `/metrics` without a token.
+    #[serde(default)]
+    metrics_public: bool,
 }
 
 /// `[http_client]`: the built-in WebAPI executor (`http::request`), a client of other
@@ -583,7 +604,62 @@ impl Config {
         if let Some(days) = raw.retention_days {
             jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
         }
+        // The API is served when the file has an [http] section (`takt init` writes one) or
+        // TAKT_HTTP_LISTEN names an address: an older takt.toml opens no port on upgrade.
+        let raw_has_http = raw.http.is_some();
+        let section = raw.http.unwrap_or_default();
+        let listen = match env("TAKT_HTTP_LISTEN") {
+            Some(v) => Some(("TAKT_HTTP_LISTEN", v)),
+            None => section.listen.clone().map(|v| ("http.listen", v)),
+        };
+        let wanted = raw_has_http || listen.is_some();
+        let api = match listen {
+            Some((_, v)) if v == "off" => None,
+            _ if !wanted => None,
+            listen => {
+                let mut config = crate::http::HttpConfig {
+                    metrics_public: section.metrics_public,
+                    ..crate::http::HttpConfig::default()
+                };
+                if let Some((key, v)) = listen {
+                    config.listen = v.parse().map_err(|_| {
+                        let m = format!(
+                            "\"{v}\" is not host:port; write e.g. \"127.0.0.1:{}\", \
+                             \"0.0.0.0:{}\" (needs api tokens), or \"off\"",
+                            crate::http::DEFAULT_PORT,
+                            crate::http::DEFAULT_PORT
+                        );
+                        if key == "TAKT_HTTP_LISTEN" {
+                            env_err(key, m)
+                        } else {
+                            err(key, m)
+                        }
+                    })?;
+                }
+                config.tls = match (section.tls_cert.clone(), section.tls_key.clone()) {
+                    (Some(cert), Some(key)) => Some(crate::http::TlsFiles {
+                        cert: from_file(cert),
+                        key: from_file(key),
+                    }),
+                    (None, None) => None,
+                    (Some(_), None) => {
+                        return Err(err(
+                            "http.tls_key",
+                            "tls_cert is set without tls_key; give both PEM files".into(),
+                        ));
+                    }
+                    (None, Some(_)) => {
+                        return Err(err(
+                            "http.tls_cert",
+                            "tls_key is set without tls_cert; give both PEM files".into(),
+                        ));
+                    }
+                };
+                Some(config)
+            }
+        };
         Ok(Config {
+            api,
             file: file.to_path_buf(),
             database,
             plugin_dir,
@@ -1117,6 +1193,56 @@ effective_from = 2026-01-01T00:00:00+08:00
         assert_eq!(e.key, "jobs[0].retry_delays");
         let e = parse("[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ntz = \"UTC\"").unwrap_err();
         assert_eq!(e.key, "jobs[0]");
+    }
+
+    #[test]
+    fn the_http_api_listens_on_loopback_by_default_and_can_be_moved_or_turned_off() {
+        assert!(
+            parse("").unwrap().api.is_none(),
+            "no [http]: no port opened"
+        );
+        let c = parse("[http]").unwrap();
+        let api = c.api.unwrap();
+        assert_eq!(
+            api.listen.to_string(),
+            format!("127.0.0.1:{}", crate::http::DEFAULT_PORT)
+        );
+        assert_eq!((api.tls, api.metrics_public), (None, false));
+        let c = parse(
+            "[http]\nlisten = \"0.0.0.0:8080\"\ntls_cert = \"api.crt\"\ntls_key = \"/k/api.key\"\nmetrics_public = true",
+        )
+        .unwrap();
+        let api = c.api.unwrap();
+        assert_eq!(api.listen.to_string(), "0.0.0.0:8080");
+        let tls = api.tls.unwrap();
+        assert_eq!(
+            tls.cert,
+            Path::new("/etc/takt/api.crt"),
+            "relative to the file"
+        );
+        assert_eq!(tls.key, Path::new("/k/api.key"));
+        assert!(api.metrics_public);
+        assert!(parse("[http]\nlisten = \"off\"").unwrap().api.is_none());
+        let e = parse("[http]\nlisten = \"localhost\"").unwrap_err();
+        assert_eq!(e.key, "http.listen");
+        assert!(e.message.contains("not host:port"), "{e}");
+        let e = parse("[http]\ntls_cert = \"a.crt\"").unwrap_err();
+        assert_eq!(e.key, "http.tls_key");
+        let e = parse("[http]\nport = 1").unwrap_err();
+        assert!(e.message.contains("port"), "{e}");
+        let c = Config::parse("", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_HTTP_LISTEN").then(|| "off".to_string())
+        })
+        .unwrap();
+        assert!(c.api.is_none());
+        let e = Config::parse("", Path::new("/c/takt.toml"), |k| {
+            (k == "TAKT_HTTP_LISTEN").then(|| "x".to_string())
+        })
+        .unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            ("environment", "TAKT_HTTP_LISTEN")
+        );
     }
 
     #[test]

@@ -45,6 +45,8 @@ use takt_core::store::Store;
 use takt_plugin_api::abi::PluginRef;
 
 use crate::executor::{Executor, ExecutorConfig};
+use crate::http::{HttpConfig, HttpError, HttpServer};
+use crate::metrics::Metrics;
 use crate::plugins::{LoadOptions, PluginSet, Plugins, Refusal};
 use crate::scheduler::{
     Clock, Scheduler, SchedulerConfig, SchedulerError, SchedulerHandle, SystemClock,
@@ -62,6 +64,9 @@ pub enum HostError {
     /// The scheduler could not start (the store failed during recovery).
     #[error(transparent)]
     Scheduler(#[from] SchedulerError),
+    /// The HTTP API could not start (the scheduler was stopped again).
+    #[error(transparent)]
+    Http(#[from] HttpError),
     /// The worker program could not be found.
     #[error("cannot find the worker program: {0}; name it with HostBuilder::worker_program")]
     WorkerProgram(std::io::Error),
@@ -81,6 +86,7 @@ pub struct HostBuilder<S> {
     isolate: Vec<String>,
     max_workers: Option<usize>,
     worker_memory: Option<u64>,
+    http: Option<HttpConfig>,
 }
 
 impl<S: Store + Clone + 'static> HostBuilder<S> {
@@ -101,6 +107,7 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
             isolate: Vec::new(),
             max_workers: None,
             worker_memory: None,
+            http: None,
         }
     }
 
@@ -210,8 +217,16 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
         self
     }
 
+    /// Serves the HTTP API, health checks and `/metrics` ([`crate::http`]) on `config.listen`
+    /// once the host started (port 0 picks a free port: [`Host::http_addr`]). A non-loopback
+    /// address is refused unless the store holds API tokens.
+    pub fn http(mut self, config: HttpConfig) -> Self {
+        self.http = Some(config);
+        self
+    }
+
     /// Loads the plugins, recovers this node's leftover runs and starts the loop on the
-    /// current tokio runtime.
+    /// current tokio runtime (and the HTTP API, when asked for).
     pub async fn start(self) -> Result<Host<S>, HostError> {
         let mut plugins = Plugins::builder()
             .options(self.load_options)
@@ -234,6 +249,7 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
         for refusal in plugins.current().refusals() {
             tracing::warn!("{refusal}");
         }
+        let metrics = Arc::new(Metrics::new());
         let handle = Scheduler::with_plugins(
             self.scheduler,
             self.store,
@@ -241,9 +257,26 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
             Executor::new(self.executor),
             self.clock,
         )
+        .observer(metrics.clone())
         .start()
         .await?;
-        Ok(Host { handle })
+        let http = match &self.http {
+            Some(config) => {
+                match HttpServer::start(Arc::new(handle.clone()), config, metrics.clone()).await {
+                    Ok(server) => Some(server),
+                    Err(e) => {
+                        handle.shutdown(Duration::ZERO).await;
+                        return Err(e.into());
+                    }
+                }
+            }
+            None => None,
+        };
+        Ok(Host {
+            handle,
+            http,
+            metrics,
+        })
     }
 }
 
@@ -251,12 +284,30 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
 /// events, plugin reloads, shutdown).
 pub struct Host<S> {
     handle: SchedulerHandle<S>,
+    http: Option<HttpServer>,
+    metrics: Arc<Metrics>,
 }
 
 impl<S> Host<S> {
     /// The handle: jobs, runs, pause, events, shutdown. Clone it to share.
     pub fn handle(&self) -> &SchedulerHandle<S> {
         &self.handle
+    }
+
+    /// Where the HTTP API listens ([`HostBuilder::http`]), if it was asked for.
+    pub fn http_addr(&self) -> Option<std::net::SocketAddr> {
+        self.http.as_ref().map(HttpServer::local_addr)
+    }
+
+    /// The HTTP API server, to stop it ([`HttpServer::shutdown`]) before or after the
+    /// scheduler's shutdown (it serves reads of the store either way).
+    pub fn http(&self) -> Option<&HttpServer> {
+        self.http.as_ref()
+    }
+
+    /// The host's metrics (what `/metrics` serves).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 }
 

@@ -22,6 +22,7 @@ use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::policy::{MisfireAction, MisfirePolicy, OverlapPolicy};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState, SkipReason};
 use takt_core::schedule::{Interval, Rule, Schedule, Zone};
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{
     Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
@@ -119,6 +120,11 @@ impl Store for Switch {
         fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
         fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
         fn run_backfill(&self, id: JobId, from: Timestamp, to: Timestamp, max: usize, now: Timestamp) -> StoreResult<Backfilled>;
+        fn token_insert(&self, token: &NewToken) -> StoreResult<ApiToken>;
+        fn token_list(&self) -> StoreResult<Vec<ApiToken>>;
+        fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken>;
+        fn action_insert(&self, action: &OperatorAction) -> StoreResult<()>;
+        fn action_list(&self, job: Option<&str>, limit: usize) -> StoreResult<Vec<OperatorAction>>;
     }
 }
 
@@ -258,6 +264,7 @@ async fn case(misfire: (&str, MisfireAction), overlap: OverlapPolicy, away: Away
             job: Some(id),
             state: None,
             limit: 1000,
+            ..RunFilter::default()
         })
         .await
         .unwrap();

@@ -83,6 +83,7 @@ every = "1s"
             job: job.id,
             state: Some(state),
             limit: 100,
+            ..RunFilter::default()
         }))
         .unwrap()
     };

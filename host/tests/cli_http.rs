@@ -74,6 +74,7 @@ every = "1s"
             job: job.id,
             state: None,
             limit: 100,
+            ..RunFilter::default()
         }))
         .unwrap();
         (job, runs)

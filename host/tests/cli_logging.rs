@@ -163,6 +163,7 @@ fn a_plugins_tracing_lands_in_its_run_log_not_on_stderr() {
         job: None,
         state: Some(RunState::Succeeded),
         limit: 10,
+        ..RunFilter::default()
     }))
     .unwrap();
     assert!(!runs.is_empty(), "{stdout}");

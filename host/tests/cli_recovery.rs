@@ -174,6 +174,7 @@ fn job_runs(store: &SqliteStore, job: JobId) -> Vec<Run> {
         job: Some(job),
         state: None,
         limit: 100,
+        ..RunFilter::default()
     }))
     .expect("the runs can be listed")
 }
@@ -229,6 +230,7 @@ fn assert_one_run(store: &SqliteStore, killed: &Killed) {
         job: None,
         state: None,
         limit: 1000,
+        ..RunFilter::default()
     }))
     .expect("the runs can be listed");
     let keys: HashSet<_> = all.iter().map(|r| (r.job_id, r.fire_time)).collect();

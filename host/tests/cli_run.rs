@@ -104,6 +104,7 @@ fn init_then_run_records_runs_and_logs() {
         job: hello.id,
         state: Some(RunState::Succeeded),
         limit: 100,
+        ..RunFilter::default()
     }))
     .unwrap();
     assert!(!runs.is_empty(), "no succeeded hello run: {stdout}");
@@ -161,6 +162,7 @@ fn an_unknown_handler_is_synced_and_its_runs_fail_with_the_resolve_error() {
         job: None,
         state: Some(RunState::Failed),
         limit: 100,
+        ..RunFilter::default()
     }))
     .unwrap();
     assert!(!runs.is_empty(), "{stdout}");
@@ -406,6 +408,7 @@ fn an_allowed_past_at_is_handled_as_a_misfire() {
             job: job.id,
             state: None,
             limit: 10,
+            ..RunFilter::default()
         }))
         .unwrap();
         (job, runs)

@@ -64,6 +64,7 @@ fn runs(store: &SqliteStore) -> Vec<Run> {
         job: None,
         state: None,
         limit: 100,
+        ..RunFilter::default()
     }))
     .unwrap()
 }

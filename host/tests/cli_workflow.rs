@@ -83,6 +83,7 @@ every = "2s"
             job: job.id,
             state: Some(RunState::Running),
             limit: 10,
+            ..RunFilter::default()
         }))
         .unwrap();
         if let Some(r) = runs.first() {

@@ -150,6 +150,7 @@ async fn runs_of(store: &MemoryStore, jobs: &[JobId]) -> Vec<Run> {
                     job: Some(*j),
                     state: None,
                     limit: 10_000,
+                    ..RunFilter::default()
                 })
                 .await
                 .unwrap(),
@@ -477,6 +478,218 @@ fn takt_run_reloads_on_sighup() {
         line.contains("draining") || line.contains("drained"),
         "{line}"
     );
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    for line in lines {
+        seen.push(line.unwrap());
+    }
+    assert!(child.wait().unwrap().success(), "{}", seen.join("\n"));
+}
+
+/// `takt plugin reload` asks a running `takt run` through its HTTP API (found from the
+/// config's `[http]`, or `--url`): the new version loaded, the old one retired, a refused file
+/// reported with exit 1; tokens made with `takt token create` decide who may (a viewer may
+/// not, an operator may), and the reload is recorded with the token's name.
+#[cfg(unix)]
+#[test]
+fn takt_plugin_reload_goes_through_the_api_of_takt_run() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let deploy = Deploy::new("api-reload");
+    let db = deploy.dir.join("takt.db");
+    std::fs::write(
+        deploy.dir.join("takt.toml"),
+        format!(
+            "database = \"{}\"\nplugin_dir = \"{}\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n",
+            db.display(),
+            deploy.plugins().display()
+        ),
+    )
+    .unwrap();
+    let takt = |args: &[&str]| {
+        let out = common::takt_command(&deploy.dir)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_takt"))
+        .args(["run", "--for", "60s", "--config"])
+        .arg(deploy.dir.join("takt.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let url = loop {
+        let Some(line) = lines.next() else {
+            panic!(
+                "takt run ended before serving its api:\n{}",
+                seen.join("\n")
+            );
+        };
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if let Some(rest) = line.strip_prefix("http api on ") {
+            assert!(
+                rest.contains("no tokens: loopback callers are admin"),
+                "{line}"
+            );
+            break rest.split("/api/v1").next().unwrap().to_string();
+        }
+    };
+    // Nothing changed yet; no tokens: the loopback caller is the local admin.
+    let (code, out, err) = takt(&["plugin", "reload", "--url", &url]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("nothing changed"), "{out}");
+
+    // Tokens: a viewer is refused, an operator reloads.
+    let (code, out, err) = takt(
+        &[
+            "token", "create", "--role", "viewer", "--name", "screen", "--json", "--db",
+        ]
+        .iter()
+        .copied()
+        .chain([db.to_str().unwrap()])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    let viewer: Value = serde_json::from_str(&out).unwrap();
+    let (code, out, _) = takt(&[
+        "token",
+        "create",
+        "--role",
+        "operator",
+        "--name",
+        "ops",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("token ops (operator):") && out.contains("shown once"),
+        "{out}"
+    );
+    let operator = out.lines().nth(1).unwrap().trim().to_string();
+    assert!(operator.starts_with("takt_"), "{out}");
+    let (code, out, _) = takt(&["token", "list", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("screen") && out.contains("viewer") && !out.contains("takt_"),
+        "{out}"
+    );
+    std::thread::sleep(Duration::from_millis(2100)); // the host's token cache
+    let (code, _, err) = takt(&["plugin", "reload", "--url", &url]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("401") && err.contains("no token given"),
+        "{err}"
+    );
+    let (code, _, err) = takt(&[
+        "plugin",
+        "reload",
+        "--url",
+        &url,
+        "--token",
+        viewer["token"].as_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("403") && err.contains("operator role"),
+        "{err}"
+    );
+
+    deploy.put(1, true);
+    let (code, out, err) = common::takt_command(&deploy.dir)
+        .args(["plugin", "reload", "--config"])
+        .arg(deploy.dir.join("takt.toml"))
+        .args(["--url", &url])
+        .env("TAKT_TOKEN", &operator)
+        .output()
+        .map(|o| {
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).to_string(),
+                String::from_utf8_lossy(&o.stderr).to_string(),
+            )
+        })
+        .unwrap();
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("loaded swap 2.0.0"), "{out}");
+    assert!(out.contains("retired swap 1.0.0"), "{out}");
+
+    // A file that is no plugin is refused; the version before keeps serving; exit 1.
+    std::fs::write(
+        deploy.plugins().join(format!(
+            "{}junk{}",
+            std::env::consts::DLL_PREFIX,
+            std::env::consts::DLL_SUFFIX
+        )),
+        b"not a library",
+    )
+    .unwrap();
+    let (code, out, err) = takt(&[
+        "plugin", "reload", "--url", &url, "--token", &operator, "--json",
+    ]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        report["refused"][0]["file"]
+            .as_str()
+            .unwrap()
+            .contains("junk"),
+        "{report}"
+    );
+    assert!(err.contains("1 plugin files were refused"), "{err}");
+
+    // Revoked: refused again (within the cache time).
+    let (code, _, _) = takt(&["token", "revoke", "ops", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    let (code, _, err) = takt(&["token", "revoke", "nobody", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no token named \"nobody\""), "{err}");
+    std::thread::sleep(Duration::from_millis(2100));
+    let (code, _, err) = takt(&["plugin", "reload", "--url", &url, "--token", &operator]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("revoked"), "{err}");
+    let (code, _, err) = takt(&[
+        "token",
+        "create",
+        "--role",
+        "boss",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--role: unknown role \"boss\""), "{err}");
+
+    // The plugins endpoint shows the old version retired; the reload is on record as ops's.
+    let mut options = takt_host::store::SqliteOptions::default();
+    options.migrate = false;
+    let store = takt_host::store::SqliteStore::open(&db, &options).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let actions = rt.block_on(store.action_list(None, 10)).unwrap();
+    assert!(
+        actions
+            .iter()
+            .any(|a| a.action == "plugin-reload" && a.actor == "ops"),
+        "{actions:?}"
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| a.action == "plugin-reload" && a.actor == "local"),
+        "{actions:?}"
+    );
+    drop(store);
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     for line in lines {
         seen.push(line.unwrap());

@@ -154,6 +154,7 @@ impl Fixture {
                     job: job.id,
                     state: None,
                     limit: 100,
+                    ..takt_core::store::RunFilter::default()
                 })
                 .await
                 .unwrap();

@@ -138,6 +138,8 @@ impl Dbs {
 /// Drops takt's tables (the emulator's stand-in for a fresh database).
 async fn empty(c: &mut Client) {
     for t in [
+        "operator_actions",
+        "api_tokens",
         "run_logs",
         "run_attempts",
         "cancel_requests",

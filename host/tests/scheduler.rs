@@ -139,6 +139,7 @@ impl Harness {
                 job: Some(job),
                 state: None,
                 limit: 10_000,
+                ..RunFilter::default()
             })
             .await
             .unwrap()
@@ -314,6 +315,7 @@ async fn an_hour_down_is_caught_up_per_misfire_policy() {
             job: Some(ids[0]),
             state: Some(RunState::Skipped),
             limit: 100,
+            ..RunFilter::default()
         })
         .await
         .unwrap();
@@ -557,6 +559,7 @@ async fn fires_missed_beyond_the_lateness_window_are_recorded_as_skipped() {
             job: Some(id),
             state: Some(RunState::Skipped),
             limit: 100,
+            ..RunFilter::default()
         })
         .await
         .unwrap();
@@ -596,6 +599,7 @@ async fn a_fire_while_the_previous_run_still_runs_is_skipped_as_overlap() {
             job: Some(id),
             state: Some(RunState::Skipped),
             limit: 10,
+            ..RunFilter::default()
         })
         .await
         .unwrap();
@@ -713,6 +717,7 @@ async fn run_at(store: &MemoryStore, job: JobId, fire: Timestamp) -> takt_core::
             job: Some(job),
             state: None,
             limit: 1_000,
+            ..RunFilter::default()
         })
         .await
         .unwrap()
@@ -742,6 +747,7 @@ async fn overlap_queue_one_queues_one_fire_and_starts_it_when_the_run_ends() {
                     job: Some(id),
                     state: Some(RunState::Pending),
                     limit: 10,
+                    ..RunFilter::default()
                 })
                 .await
                 .unwrap()
@@ -792,6 +798,7 @@ async fn h_runs(store: &MemoryStore, job: JobId) -> Vec<takt_core::run::Run> {
             job: Some(job),
             state: None,
             limit: 1_000,
+            ..RunFilter::default()
         })
         .await
         .unwrap()

@@ -370,6 +370,7 @@ fn takt_host(dir: &TempDir, n: u64, plugin: PluginRef) -> Sample {
                 job: None,
                 state: Some(RunState::Succeeded),
                 limit: usize::try_from(n + 1).expect("fits"),
+                ..RunFilter::default()
             })
             .await
             .expect("list runs")

@@ -113,6 +113,8 @@ fn template(plugin_dir: &Path, tokens: &Path) -> String {
 #   TAKT_TZ                     timezone
 #   TAKT_LOG_FORMAT             log_format (text or json)
 #   TAKT_EXE_ALLOWLIST          [exe] allowlist, separated like PATH
+#   TAKT_HTTP_LISTEN            [http] listen (or off)
+#   TAKT_TOKEN                  not a key: the api token `takt plugin reload` sends
 #   TAKT_SQL_CONNECTION_<NAME>  [sql.connections] <name> (upper case, - and . as _)
 #   TAKT_HTTP_CONNECTION_<NAME> [http_client.connections.<name>]: a URL, or JSON such as
 #                               {{"headers": {{"Authorization": "Bearer …"}}}} (added to the file's)
@@ -182,6 +184,18 @@ grace = "10s"
 # it may start any program; set, only these programs and the programs inside these
 # directories (symbolic links resolved; TAKT_EXE_ALLOWLIST overrides it):
 # allowlist = ["/usr/bin", "/opt/mes/tools/report.sh"]
+
+[http]
+# takt's HTTP API (/api/v1, OpenAPI at /api/v1/openapi.json), /healthz, /readyz and Prometheus
+# /metrics, served by `takt run` (`--http-listen` overrides, TAKT_HTTP_LISTEN too; "off"
+# disables it). Without api tokens only this machine may call it, as admin; once one exists
+# (`takt token create --role viewer|operator|admin`) every call needs one, and only then may
+# it listen on another address, e.g. "0.0.0.0:7450" (with tls_cert and tls_key, PEM files).
+listen = "127.0.0.1:7450"
+# tls_cert = "/etc/takt/api.crt"
+# tls_key = "/etc/takt/api.key"
+# Let a Prometheus scraper read /metrics without a token:
+# metrics_public = false
 
 [sql.connections]
 # sql::proc, the built-in stored-procedure executor (seed 000 §5.1), runs procedures of these

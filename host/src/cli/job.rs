@@ -555,7 +555,7 @@ fn job_state(job: &JobDef, now: Timestamp, paused: bool) -> &'static str {
 }
 
 /// The pause that holds a job (its own or its group's).
-type Paused = Option<(PauseTarget, Pause)>;
+pub(crate) type Paused = Option<(PauseTarget, Pause)>;
 
 fn paused_of(store: &AnyStore, job: &JobDef) -> Result<Paused> {
     match job.id {
@@ -601,7 +601,7 @@ fn load(store: &AnyStore, name: &str) -> Result<JobDef> {
     block_on(store.job_get_by_name(&key))??.ok_or_else(|| anyhow!("no job named \"{name}\""))
 }
 
-fn job_json(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> Value {
+pub(crate) fn job_json(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> Value {
     let params: Value = serde_json::from_str(&job.params_json).unwrap_or(Value::Null);
     json!({
         "id": job.id.map(|i| i.0),
@@ -842,6 +842,7 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
                 job: Some(id),
                 state: None,
                 limit: 1,
+                ..RunFilter::default()
             };
             let has_runs = !block_on(store.run_list(&filter))??.is_empty();
             if has_runs && !yes {
@@ -944,7 +945,7 @@ fn add(a: AddArgs) -> Result<()> {
 
 /// The next 3 fire times, led by the stored next fire (which `--allow-past` may have put in
 /// the past).
-fn upcoming(job: &JobDef, now: Timestamp) -> Vec<Timestamp> {
+pub(crate) fn upcoming(job: &JobDef, now: Timestamp) -> Vec<Timestamp> {
     let mut fires = job.next_fires(now, 3);
     if let Some(nf) = job.next_fire.filter(|nf| *nf <= now) {
         fires.insert(0, nf);
@@ -1043,7 +1044,7 @@ fn set_enabled(db: &DbArg, name: &str, enabled: bool, json: bool) -> Result<()> 
 }
 
 /// The pause holding `job`, from every pause listed once.
-fn pause_in(pauses: &[(PauseTarget, Pause)], job: &JobDef) -> Paused {
+pub(crate) fn pause_in(pauses: &[(PauseTarget, Pause)], job: &JobDef) -> Paused {
     pauses
         .iter()
         .find(|(t, _)| *t == PauseTarget::Job(job.id.unwrap_or(JobId(0))))

@@ -11,20 +11,22 @@
 #[macro_use]
 pub(crate) mod out;
 
+mod api;
 mod args;
 mod db;
 mod init;
 mod inspect;
-mod job;
+pub(crate) mod job;
 pub mod logging;
 mod nodes;
 mod pause;
 mod plugin;
 mod run;
 mod runs;
-mod schedule;
+pub(crate) mod schedule;
 mod signals;
 mod table;
+mod token;
 
 use std::process::ExitCode;
 
@@ -80,6 +82,9 @@ enum Command {
     Init(init::InitArgs),
     /// Run the scheduler on the jobs of takt.toml and the database, printing every run.
     Run(run::RunArgs),
+    /// Tokens for the HTTP API: create (shown once), list, revoke.
+    #[command(subcommand)]
+    Token(token::TokenCmd),
 }
 
 /// Runs the command line and returns the process exit code: 0 on success, 1 when the command
@@ -121,6 +126,7 @@ pub fn main() -> ExitCode {
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Init(args) => init::run(args),
         Command::Run(args) => run::run(args),
+        Command::Token(cmd) => token::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

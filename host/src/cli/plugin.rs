@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::table::Table;
 use crate::config::{Config, DEFAULT_FILE};
@@ -33,6 +33,17 @@ pub(super) enum PluginCmd {
         file: PathBuf,
         #[command(flatten)]
         opts: LoadArgs,
+    },
+    /// Make a running `takt run` reload its plugin directory, through its HTTP API (operator
+    /// role): changed files load beside the old versions, new runs use them, running runs
+    /// finish on the old ones (draining, then drained); a refused file keeps its old version.
+    /// Exit 1 when a file was refused.
+    Reload {
+        #[command(flatten)]
+        api: super::api::ApiArgs,
+        /// Print the API's JSON report.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -115,8 +126,88 @@ fn plugin_dir(flag: Option<PathBuf>, config: Option<&Config>) -> (PathBuf, Strin
     }
 }
 
+/// `takt plugin reload`: the report of the host's reload, one line per version or file.
+fn reload(api: &super::api::ApiArgs, json: bool) -> Result<()> {
+    let report = api.post("/api/v1/plugins/reload")?;
+    let list = |key: &str| {
+        report
+            .get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let label = |v: &Value| {
+        let s = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        match v.get("sha256").and_then(Value::as_str) {
+            Some(sha) => format!(
+                "{} {} (sha256 {}…)",
+                s("name"),
+                s("version"),
+                &sha[..12.min(sha.len())]
+            ),
+            None => format!("{} {} (compiled in)", s("name"), s("version")),
+        }
+    };
+    let refused = list("refused");
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        let (loaded, retired) = (list("loaded"), list("retired"));
+        if loaded.is_empty() && retired.is_empty() && refused.is_empty() {
+            outln!("nothing changed: every plugin file is the version serving")?;
+        }
+        for v in &loaded {
+            outln!("loaded {}", label(v))?;
+        }
+        for v in &retired {
+            let state = v.get("state").and_then(Value::as_str).unwrap_or_default();
+            let runs = v.get("runs").and_then(Value::as_u64).unwrap_or(0);
+            if state == "draining" {
+                outln!("retired {}: draining, {runs} runs finish on it", label(v))?;
+            } else {
+                outln!("retired {}: {state}", label(v))?;
+            }
+        }
+        for r in &refused {
+            let s = |k: &str| {
+                r.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let kept = r
+                .get("kept")
+                .filter(|k| !k.is_null())
+                .map(|k| format!("; {} keeps serving", label(k)))
+                .unwrap_or_default();
+            outln!(
+                "refused {}: {}; fix: {}{kept}",
+                s("file"),
+                s("reason"),
+                s("fix")
+            )?;
+        }
+        for w in list("warnings") {
+            outln!("warning: {}", w.as_str().unwrap_or_default())?;
+        }
+    }
+    if !refused.is_empty() {
+        bail!(
+            "{} plugin files were refused (the versions before them keep serving)",
+            refused.len()
+        );
+    }
+    Ok(())
+}
+
 pub(super) fn run(cmd: PluginCmd) -> Result<()> {
     match cmd {
+        PluginCmd::Reload { api, json } => reload(&api, json),
         PluginCmd::List { dir, opts } => {
             let config = opts.config()?;
             let (dir, from) = plugin_dir(dir, config.as_ref());
@@ -173,7 +264,7 @@ pub(super) fn run(cmd: PluginCmd) -> Result<()> {
     }
 }
 
-fn plugin_json(p: &LoadedPlugin) -> serde_json::Value {
+fn plugin_json(p: &LoadedPlugin) -> Value {
     json!({
         "name": p.name,
         "version": p.version,
@@ -189,7 +280,7 @@ fn plugin_json(p: &LoadedPlugin) -> serde_json::Value {
     })
 }
 
-fn refusal_json(r: &Refusal) -> serde_json::Value {
+fn refusal_json(r: &Refusal) -> Value {
     json!({"file": r.file.display().to_string(), "reason": r.reason, "fix": r.fix})
 }
 

@@ -42,6 +42,10 @@ pub(super) struct RunArgs {
     /// line) [default: log_format of the config, else text]. The level is TAKT_LOG's.
     #[arg(long, value_name = "text|json")]
     log_format: Option<String>,
+    /// Serve the HTTP API on this address (host:port), or `off` [default: [http] listen of
+    /// the config; no API when the config has no [http] section].
+    #[arg(long, value_name = "ADDR|off")]
+    http_listen: Option<String>,
 }
 
 pub(super) fn run(args: RunArgs) -> Result<()> {
@@ -52,7 +56,20 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         None => None,
     };
     let file = args.config.unwrap_or_else(|| PathBuf::from(DEFAULT_FILE));
-    let config = Config::load(&file)?;
+    let mut config = Config::load(&file)?;
+    match args.http_listen.as_deref() {
+        None => {}
+        Some("off") => config.api = None,
+        Some(addr) => {
+            let listen = addr.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "--http-listen: \"{addr}\" is not host:port; write e.g. 127.0.0.1:{}, or off",
+                    crate::http::DEFAULT_PORT
+                )
+            })?;
+            config.api.get_or_insert_with(Default::default).listen = listen;
+        }
+    }
     let log_format = match &args.log_format {
         Some(text) => text
             .parse::<LogFormat>()
@@ -224,14 +241,42 @@ async fn host(
         )?;
         return Ok(());
     }
+    let metrics = Arc::new(crate::metrics::Metrics::new());
     let scheduler = Scheduler::with_plugins(
         sched_config,
         store.clone(),
         registry.clone(),
         executor,
         clock.clone(),
-    );
+    )
+    .observer(metrics.clone());
     let handle = scheduler.start().await?;
+    let http = match &config.api {
+        None => None,
+        Some(http) => {
+            match crate::http::HttpServer::start(Arc::new(handle.clone()), http, metrics.clone())
+                .await
+            {
+                Ok(server) => {
+                    let tokens = store.token_list().await.map(|t| t.len()).unwrap_or(0);
+                    outln!(
+                        "http api on {}/api/v1 ({})",
+                        server.base_url(),
+                        if tokens == 0 {
+                            "no tokens: loopback callers are admin; `takt token create` to require them"
+                        } else {
+                            "tokens required"
+                        }
+                    )?;
+                    Some(server)
+                }
+                Err(e) => {
+                    handle.shutdown(Duration::ZERO).await;
+                    return Err(e.into());
+                }
+            }
+        }
+    };
     let listener = {
         let handle = handle.clone();
         store.listen(move || handle.wake())
@@ -340,6 +385,9 @@ async fn host(
     keeper.abort();
     if let Some(l) = listener {
         l.abort();
+    }
+    if let Some(server) = &http {
+        server.shutdown(Duration::from_secs(2)).await;
     }
     while let Ok(ev) = events.try_recv() {
         printer.print(&ev, &mut names).await?;
@@ -467,6 +515,7 @@ async fn unrecorded(
         job: None,
         state: Some(RunState::Running),
         limit: 10_000,
+        ..RunFilter::default()
     };
     Ok(store
         .run_list(&filter)

@@ -130,7 +130,12 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
         }
         None => None,
     };
-    let filter = RunFilter { job, state, limit };
+    let filter = RunFilter {
+        job,
+        state,
+        limit,
+        ..RunFilter::default()
+    };
     let list = block_on(store.run_list(&filter))??;
     let name_of = |r: &Run| {
         names

@@ -280,7 +280,7 @@ fn as_text(s: &Schedule, from: Timestamp, occ: &[Occurrence]) -> String {
     out
 }
 
-fn as_json(s: &Schedule, from: Timestamp, occ: &[Occurrence]) -> serde_json::Value {
+pub(crate) fn as_json(s: &Schedule, from: Timestamp, occ: &[Occurrence]) -> serde_json::Value {
     let (kind, text) = rule_text(s);
     let dst = s.dst();
     json!({

@@ -191,6 +191,7 @@ pub async fn why<S: Store>(
             job: None,
             state: Some(RunState::Pending),
             limit: PENDING_COUNTED,
+            ..RunFilter::default()
         })
         .await?
         .len();
@@ -199,6 +200,7 @@ pub async fn why<S: Store>(
             job: Some(id),
             state: None,
             limit: 20,
+            ..RunFilter::default()
         })
         .await?;
     let facts = Facts {

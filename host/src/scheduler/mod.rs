@@ -74,6 +74,7 @@
 mod clock;
 mod identity;
 mod machine;
+pub mod observe;
 mod run;
 mod shell;
 mod sink;
@@ -98,6 +99,7 @@ use crate::executor::Executor;
 use crate::plugins::{PluginSet, PluginVersion, Plugins, ReloadError, ReloadReport, VersionState};
 use crate::worker::WorkerStats;
 use machine::{Command, Event, Machine};
+use observe::{NoObserver, Observer};
 
 /// The shortest accepted safety poll.
 pub const MIN_SAFETY_POLL: Duration = Duration::from_millis(50);
@@ -272,9 +274,18 @@ pub struct Scheduler<S> {
     executor: Executor,
     clock: Arc<dyn Clock>,
     events: broadcast::Sender<SchedulerEvent>,
+    observer: Arc<dyn Observer>,
 }
 
 impl<S: Store + Clone + 'static> Scheduler<S> {
+    /// Tells `observer` what the loop does as it happens (attempt ends, skips, claims, store
+    /// failures, outages): what `/metrics` counts ([`crate::metrics::Metrics`]). None by
+    /// default.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Scheduler<S> {
+        self.observer = observer;
+        self
+    }
+
     /// A scheduler of `store`'s jobs on this node, with a fixed set of plugins (nothing to
     /// reload, no worker processes).
     pub fn new(
@@ -321,6 +332,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             executor,
             clock,
             events: broadcast::channel(1024).0,
+            observer: Arc::new(NoObserver),
         }
     }
 
@@ -379,6 +391,7 @@ impl<S: Store + Clone + 'static> Scheduler<S> {
             executor: self.executor,
             clock: self.clock,
             events: self.events,
+            observer: self.observer,
         });
         let (stop, stopping) = watch::channel(None);
         let stop_seen = stopping.clone();
@@ -425,6 +438,7 @@ struct Ctx<S> {
     executor: Executor,
     clock: Arc<dyn Clock>,
     events: broadcast::Sender<SchedulerEvent>,
+    observer: Arc<dyn Observer>,
 }
 
 /// Controls a started [`Scheduler`]. Cheap to clone. Dropping every handle does not stop the
@@ -659,6 +673,22 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     /// The plugins serving now, and the files refused.
     pub fn plugins(&self) -> Arc<PluginSet> {
         self.ctx.plugins.current()
+    }
+
+    /// The store this scheduler records in (the HTTP API reads and writes through it, with
+    /// the same rules as the loop).
+    pub fn store(&self) -> &S {
+        &self.ctx.store
+    }
+
+    /// This node's capacity (the most runs at once).
+    pub fn capacity(&self) -> usize {
+        self.ctx.config.capacity
+    }
+
+    /// The executor's counters (abandoned and killed calls).
+    pub fn executor_stats(&self) -> crate::executor::ExecutorStats {
+        self.ctx.executor.stats()
     }
 
     /// The worker processes' counters, when the host has workers.

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use takt_core::job::JobId;
 use takt_core::run::{RunId, RunState};
 use takt_core::store::{
     ClaimParams, LogLevel, LogLine, RunFilter, Store, StoreError, StoreErrorKind,
@@ -22,11 +23,12 @@ use takt_core::store::{
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::Ctx;
 use super::identity::LiveHere;
 use super::machine::prepare::{self, Prepared, Write};
 use super::machine::{Event, Machine, Step};
+use super::observe::{AttemptEnd, Observer};
 use super::run;
+use super::{Ctx, SchedulerEvent};
 use crate::executor::CancelToken;
 use takt_core::policy::Busy;
 use takt_core::run::Run;
@@ -63,6 +65,8 @@ struct Resources {
     drain_deadline: Option<tokio::time::Instant>,
     inputs_open: bool,
     abandoned_alive: usize,
+    /// Per run in flight, what the observer is told at its end: job, job name, fire time.
+    observed: HashMap<RunId, (JobId, String, Timestamp)>,
 }
 
 impl<S: Store + Clone + 'static> Shell<S> {
@@ -80,6 +84,7 @@ impl<S: Store + Clone + 'static> Shell<S> {
             drain_deadline: None,
             inputs_open: true,
             abandoned_alive: 0,
+            observed: HashMap::new(),
         };
         // The answer to the outstanding call, fed before anything else.
         let mut answer: Option<Event> = Some(Event::Wake);
@@ -183,6 +188,11 @@ impl<S: Store + Clone + 'static> Shell<S> {
     ) -> bool {
         match step {
             Step::Publish(event) => {
+                match &event {
+                    SchedulerEvent::StoreUnavailable { .. } => self.ctx.observer.outage(true),
+                    SchedulerEvent::StoreRecovered { .. } => self.ctx.observer.outage(false),
+                    _ => {}
+                }
                 let _ = self.ctx.events.send(event);
             }
             Step::Start(claimed) => {
@@ -192,6 +202,14 @@ impl<S: Store + Clone + 'static> Shell<S> {
                 };
                 let cancel = CancelToken::new();
                 res.tokens.insert(id, cancel.clone());
+                res.observed.insert(
+                    id,
+                    (
+                        claimed.run.job_id,
+                        claimed.job.name.to_string(),
+                        claimed.run.fire_time,
+                    ),
+                );
                 let ctx = self.ctx.clone();
                 let task = res.runs.spawn(async move {
                     Event::RunEnded(Box::new(run::execute(&ctx, id, claimed, cancel).await))
@@ -220,8 +238,12 @@ impl<S: Store + Clone + 'static> Shell<S> {
             } => {
                 let ctx = self.ctx.clone();
                 let stop = self.stop.subscribe();
+                let observed = res.observed.remove(&run);
                 let task = res.records.spawn(async move {
                     let state = run::record(&ctx.store, run, attempt, &finish, stop).await;
+                    if let (Some(state), Some((job, name, fire))) = (state, observed) {
+                        observe_end(&*ctx.observer, job, &name, fire, attempt, state, &finish);
+                    }
                     (run, state)
                 });
                 res.record_of_task.insert(task.id(), run);
@@ -257,6 +279,22 @@ impl<S: Store + Clone + 'static> Shell<S> {
 
     /// Makes a call and returns its answer.
     async fn call(&mut self, step: Step, res: &mut Resources) -> Event {
+        let event = self.call_store(step, res).await;
+        let failed = match &event {
+            Event::Renewed(r) => r.is_err(),
+            Event::Recovered(r) => r.is_err(),
+            Event::Prepared(r) => r.is_err(),
+            Event::Claimed(r) => r.is_err(),
+            Event::NextDue(r) => r.is_err(),
+            _ => false,
+        };
+        if failed {
+            self.ctx.observer.store_failed();
+        }
+        event
+    }
+
+    async fn call_store(&mut self, step: Step, res: &mut Resources) -> Event {
         let ctx = &self.ctx;
         let config = &ctx.config;
         match step {
@@ -281,7 +319,12 @@ impl<S: Store + Clone + 'static> Shell<S> {
                     limit,
                     lease: config.lease,
                 };
-                Event::Claimed(ctx.store.run_claim_due(&params).await)
+                let begun = std::time::Instant::now();
+                let claimed = ctx.store.run_claim_due(&params).await;
+                if let Ok(c) = &claimed {
+                    ctx.observer.claimed(begun.elapsed(), c.len());
+                }
+                Event::Claimed(claimed)
             }
             Step::ReadNextDue => Event::NextDue(ctx.store.next_due(&config.tags).await),
             Step::StopExecutor => {
@@ -324,6 +367,34 @@ impl<S: Store + Clone + 'static> Shell<S> {
         }
         self.running.store(0, Ordering::SeqCst);
     }
+}
+
+/// Tells the observer of a recorded attempt end; the plugin's start as the wall clock saw it
+/// is its end less its run time, so lateness is measured for first attempts that ran.
+fn observe_end(
+    observer: &dyn Observer,
+    job: JobId,
+    name: &str,
+    fire: Timestamp,
+    attempt: u32,
+    state: RunState,
+    finish: &takt_core::store::RunFinish,
+) {
+    let lateness = finish.elapsed.filter(|_| attempt == 1).map(|e| {
+        let began = finish
+            .finished_at
+            .checked_sub(jiff::SignedDuration::try_from(e).unwrap_or_default())
+            .unwrap_or(finish.finished_at);
+        Duration::try_from(began.duration_since(fire)).unwrap_or(Duration::ZERO)
+    });
+    observer.attempt_ended(&AttemptEnd {
+        job,
+        job_name: name,
+        attempt,
+        state,
+        elapsed: finish.elapsed,
+        lateness,
+    });
 }
 
 /// An input that is ready now, without waiting (a timer is not: it is only armed while idle).
@@ -394,7 +465,7 @@ async fn prepare<S: Store>(
             continue;
         };
         let (mut writes, overlap_fire) = prepare::misfire_writes(&job, &due, now);
-        write(store, due.id, &writes, now, &mut out).await?;
+        write(ctx, due.id, &writes, now, &mut out).await?;
         if let Some(fire) = overlap_fire {
             let busy = Busy {
                 running: due.running as usize,
@@ -402,7 +473,7 @@ async fn prepare<S: Store>(
                 since: busy_since(store, due.id).await?,
             };
             writes = prepare::overlap_writes(&job, due.overlap, busy, fire);
-            write(store, due.id, &writes, now, &mut out).await?;
+            write(ctx, due.id, &writes, now, &mut out).await?;
         }
     }
     Ok(out)
@@ -411,12 +482,13 @@ async fn prepare<S: Store>(
 /// Makes one decision's writes; a lost race (a fire recorded or moved by another node) is
 /// fine: the next pass decides again from the stored value.
 async fn write<S: Store>(
-    store: &S,
-    job: takt_core::job::JobId,
+    ctx: &Ctx<S>,
+    job: JobId,
     writes: &[Write],
     now: Timestamp,
     out: &mut Prepared,
 ) -> Result<(), StoreError> {
+    let store = &ctx.store;
     let lost = |e: &StoreError| e.kind() == StoreErrorKind::Conflict;
     for w in writes {
         match w {
@@ -427,7 +499,10 @@ async fn write<S: Store>(
             } => {
                 let run = Run::skipped(job, *fire, *reason, detail.clone(), now);
                 match store.run_insert_skipped(&run).await {
-                    Ok(_) => out.changed = true,
+                    Ok(_) => {
+                        ctx.observer.skipped(job, *reason);
+                        out.changed = true;
+                    }
                     Err(e) if lost(&e) => {}
                     Err(e) => return Err(e),
                 }
@@ -455,10 +530,7 @@ async fn write<S: Store>(
 
 /// When the runs of `job` now in flight began: the earliest creation of its running and
 /// pending runs (see [`Busy::since`]). A handful of rows: what one job has in flight.
-async fn busy_since<S: Store>(
-    store: &S,
-    job: takt_core::job::JobId,
-) -> Result<Option<Timestamp>, StoreError> {
+async fn busy_since<S: Store>(store: &S, job: JobId) -> Result<Option<Timestamp>, StoreError> {
     let mut since: Option<Timestamp> = None;
     for state in [RunState::Running, RunState::Pending] {
         let runs = store
@@ -466,6 +538,7 @@ async fn busy_since<S: Store>(
                 job: Some(job),
                 state: Some(state),
                 limit: 10_000,
+                ..RunFilter::default()
             })
             .await?;
         for r in runs {

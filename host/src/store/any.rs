@@ -13,6 +13,7 @@ use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
 use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::run::{NodeId, Progress, Run, RunId};
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::{
     Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
     LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
@@ -358,6 +359,11 @@ impl Store for AnyStore {
         fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
         fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
         fn run_backfill(&self, id: JobId, from: Timestamp, to: Timestamp, max: usize, now: Timestamp) -> StoreResult<Backfilled>;
+        fn token_insert(&self, token: &NewToken) -> StoreResult<ApiToken>;
+        fn token_list(&self) -> StoreResult<Vec<ApiToken>>;
+        fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken>;
+        fn action_insert(&self, action: &OperatorAction) -> StoreResult<()>;
+        fn action_list(&self, job: Option<&str>, limit: usize) -> StoreResult<Vec<OperatorAction>>;
     }
 }
 

@@ -12,6 +12,7 @@ use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason, Trigger};
+use takt_core::store::access::{ApiToken, OperatorAction, Role};
 use takt_core::store::{DueJob, StoreError, StoreResult};
 
 use crate::spec::ScheduleSpec;
@@ -590,6 +591,70 @@ impl SessionRow {
             started_at: ts("started_at", self.started_at)?,
             heartbeat_at: ts("heartbeat_at", self.heartbeat_at)?,
             stopped_at: self.stopped_at.map(|v| ts("stopped_at", v)).transpose()?,
+        })
+    }
+}
+
+/// The columns of `api_tokens`, in [`TokenRow`]'s order.
+pub(crate) const TOKEN_COLUMNS: &str = "id, name, role, sha256, created_at, revoked_at";
+
+/// The columns of `operator_actions`, in [`ActionRow`]'s order.
+pub(crate) const ACTION_COLUMNS: &str = "id, at, actor, action, job_name, run_id, detail";
+
+/// An `api_tokens` row as stored (instants as Unix ms).
+pub(crate) struct TokenRow {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) role: String,
+    pub(crate) sha256: String,
+    pub(crate) created_at: i64,
+    pub(crate) revoked_at: Option<i64>,
+}
+
+impl TokenRow {
+    /// The token, or a `corrupt` error naming the row.
+    pub(crate) fn into_token(self, path: &str) -> StoreResult<ApiToken> {
+        let row = format!("token \"{}\"", self.name);
+        let at = |v: i64, column: &str| {
+            Timestamp::from_millisecond(v).map_err(|e| corrupt(path, &row, column, e))
+        };
+        Ok(ApiToken {
+            id: self.id,
+            role: self
+                .role
+                .parse::<Role>()
+                .map_err(|e| corrupt(path, &row, "role", e))?,
+            created_at: at(self.created_at, "created_at")?,
+            revoked_at: self.revoked_at.map(|v| at(v, "revoked_at")).transpose()?,
+            name: self.name,
+            sha256: self.sha256,
+        })
+    }
+}
+
+/// An `operator_actions` row as stored (instants as Unix ms).
+pub(crate) struct ActionRow {
+    pub(crate) id: i64,
+    pub(crate) at: i64,
+    pub(crate) actor: String,
+    pub(crate) action: String,
+    pub(crate) job: Option<String>,
+    pub(crate) run: Option<i64>,
+    pub(crate) detail: Option<String>,
+}
+
+impl ActionRow {
+    /// The action, or a `corrupt` error naming the row.
+    pub(crate) fn into_action(self, path: &str) -> StoreResult<OperatorAction> {
+        let row = format!("operator action {}", self.id);
+        Ok(OperatorAction {
+            id: self.id,
+            at: Timestamp::from_millisecond(self.at).map_err(|e| corrupt(path, &row, "at", e))?,
+            actor: self.actor,
+            action: self.action,
+            job: self.job,
+            run: self.run.map(RunId),
+            detail: self.detail,
         })
     }
 }

@@ -28,6 +28,9 @@ pub(crate) fn takt_command(dir: &Path) -> Command {
             cmd.env_remove(&var);
         }
     }
+    // Tests run many hosts at once: an API asked for by a config (`takt init` writes
+    // `[http]`) takes a free port instead of the fixed default.
+    cmd.env("TAKT_HTTP_LISTEN", "127.0.0.1:0");
     cmd
 }
 

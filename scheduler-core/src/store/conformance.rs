@@ -32,8 +32,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunFilter,
-    RunFinish, Store, StoreError, StoreErrorKind,
+    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunCursor,
+    RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
 };
 use crate::attempt::{Attempt, AttemptOutcome};
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
@@ -41,11 +41,12 @@ use crate::node::{InstanceId, NodeInfo, Registered, Registration};
 use crate::pause::{Pause, PauseTarget};
 use crate::policy::{Backoff, RetryPolicy};
 use crate::run::{
-    LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent, RunState,
+    LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState,
     SkipReason, Trigger,
 };
 use crate::schedule::cron::CronExpr;
 use crate::schedule::{DstPolicy, GapPolicy, Interval, Rule, Schedule, Zone};
+use crate::store::access::{NewToken, OperatorAction, Role};
 
 /// The outcome of [`run_all`]: the checks that passed and those skipped for a missing
 /// capability, with the reason.
@@ -97,8 +98,9 @@ where
 {
     let mut report = Report::default();
     macro_rules! check {
-        // Each check's future on the heap: together they are too large for a test thread's
-        // stack in a debug build.
+        // Each check's future on the heap: their states together would make `run_all`'s
+        // future (and the stack of the thread that blocks on it) as large as the largest
+        // check over a real driver, which overflows a test thread's stack in debug builds.
         ($name:ident) => {
             Box::pin($name(make().await)).await;
             report.passed.push(stringify!($name));
@@ -137,6 +139,9 @@ where
     check!(group_and_node_pauses_hold_members_and_claims);
     check!(cancel_requests_reach_the_node_running_the_run);
     check!(run_list_filters_newest_first);
+    check!(run_list_pages_by_cursor_and_fire_time_range);
+    check!(tokens_are_unique_by_name_and_revocable);
+    check!(operator_actions_are_listed_newest_first_per_job);
     check!(job_due_lists_due_jobs_in_claim_order_with_counts);
     check!(next_due_is_the_earliest_claimable_instant);
     check!(queued_run_waits_for_the_running_one);
@@ -158,7 +163,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 33;
+pub const CHECKS: usize = 36;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -1314,7 +1319,7 @@ pub async fn finish_is_conditional<S: Store>(store: S) {
         StoreErrorKind::Conflict,
         "progress after the end: {e}"
     );
-    let missing = crate::run::RunId(id.0 + 1000);
+    let missing = RunId(id.0 + 1000);
     let e = store
         .run_set_state_if_running(missing, 1, &fin)
         .await
@@ -2129,7 +2134,7 @@ pub async fn cancel_requests_reach_the_node_running_the_run<S: Store>(store: S) 
     assert_eq!(done.kind(), StoreErrorKind::Conflict);
     assert!(done.message().contains("already cancelled"), "{done}");
     let missing = store
-        .run_cancel(crate::run::RunId(987_654), "ops", at(35))
+        .run_cancel(RunId(987_654), "ops", at(35))
         .await
         .expect_err("unknown");
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
@@ -2149,7 +2154,12 @@ pub async fn run_list_filters_newest_first<S: Store>(store: S) {
         store.run_insert_skipped(&r).await.expect("insert");
     }
     let list = |job, state, limit| {
-        let filter = RunFilter { job, state, limit };
+        let filter = RunFilter {
+            job,
+            state,
+            limit,
+            ..RunFilter::default()
+        };
         let store = &store;
         async move {
             store
@@ -2180,6 +2190,212 @@ pub async fn run_list_filters_newest_first<S: Store>(store: S) {
     assert_eq!(
         list(Some(b), Some(RunState::Skipped), 10).await,
         [(b, at(60))]
+    );
+}
+
+/// `run_list` pages by cursor (the last run of a page) within a fire-time range, and a run
+/// inserted between two pages — newer or older than the cursor — neither repeats nor hides
+/// a run that existed when paging began.
+pub async fn run_list_pages_by_cursor_and_fire_time_range<S: Store>(store: S) {
+    let a = insert(&store, manual("a")).await.id.expect("id");
+    let b = insert(&store, manual("b")).await.id.expect("id");
+    // Ten runs over five fire times, two jobs sharing each: ties broken by id.
+    for secs in [0, 60, 120, 180, 240] {
+        for job in [a, b] {
+            let r = Run::skipped(job, at(secs), SkipReason::Paused, None, at(secs));
+            store.run_insert_skipped(&r).await.expect("insert");
+        }
+    }
+    let all = store
+        .run_list(&RunFilter {
+            limit: 100,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(all.len(), 10);
+    let mut seen = Vec::new();
+    let mut before = None;
+    let mut page_no = 0;
+    loop {
+        let page = store
+            .run_list(&RunFilter {
+                before,
+                limit: 3,
+                ..RunFilter::default()
+            })
+            .await
+            .expect("page");
+        if page_no == 1 {
+            // Between pages: a fire newer than everything, and one older than the cursor.
+            for (job, secs) in [(a, 600), (b, 30)] {
+                let r = Run::skipped(job, at(secs), SkipReason::Paused, None, at(secs));
+                store
+                    .run_insert_skipped(&r)
+                    .await
+                    .expect("insert meanwhile");
+            }
+        }
+        page_no += 1;
+        let Some(last) = page.last() else { break };
+        before = RunCursor::of(last);
+        seen.extend(page.iter().map(|r| r.id.expect("id")));
+        if page.len() < 3 {
+            break;
+        }
+    }
+    let original: Vec<_> = all.iter().map(|r| r.id.expect("id")).collect();
+    let seen_original: Vec<_> = seen
+        .iter()
+        .copied()
+        .filter(|id| original.contains(id))
+        .collect();
+    assert_eq!(seen_original, original, "every original run once, in order");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "no run twice across pages");
+    let fires: Vec<_> = seen
+        .iter()
+        .filter(|id| !original.contains(id))
+        .map(|id| id.0)
+        .collect();
+    assert_eq!(
+        fires.len(),
+        1,
+        "the older run inserted meanwhile shows in its place; the newer one sorts before the \
+         pages already read: {fires:?}"
+    );
+    let range = store
+        .run_list(&RunFilter {
+            job: Some(a),
+            fire_from: Some(at(60)),
+            fire_to: Some(at(180)),
+            limit: 100,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("range")
+        .iter()
+        .map(|r| r.fire_time)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        range,
+        [at(120), at(60)],
+        "from inclusive, to exclusive, one job"
+    );
+}
+
+/// Tokens: unique names (a revoked token's name stays taken), listed by name, revocation
+/// keeps the first time, an unknown name is NotFound; invalid hashes are refused.
+pub async fn tokens_are_unique_by_name_and_revocable<S: Store>(store: S) {
+    let hash = |c: char| std::iter::repeat_n(c, 64).collect::<String>();
+    let new = |name: &str, role, c| NewToken {
+        name: name.into(),
+        role,
+        sha256: hash(c),
+        created_at: t0(),
+    };
+    let ops = store
+        .token_insert(&new("ops", Role::Operator, 'a'))
+        .await
+        .expect("insert");
+    assert_eq!(
+        (ops.name.as_str(), ops.role, ops.revoked_at),
+        ("ops", Role::Operator, None)
+    );
+    store
+        .token_insert(&new("admin", Role::Admin, 'b'))
+        .await
+        .expect("insert");
+    let taken = store
+        .token_insert(&new("ops", Role::Viewer, 'c'))
+        .await
+        .expect_err("taken name");
+    assert_eq!(taken.kind(), StoreErrorKind::Conflict);
+    assert!(taken.message().contains("\"ops\""), "{taken}");
+    let bad = store
+        .token_insert(&NewToken {
+            sha256: "plain-token".into(),
+            ..new("x", Role::Viewer, 'd')
+        })
+        .await
+        .expect_err("not a hash");
+    assert_eq!(bad.kind(), StoreErrorKind::Invalid);
+    let revoked = store.token_revoke("ops", at(60)).await.expect("revoke");
+    assert_eq!(revoked.revoked_at, Some(at(60)));
+    let again = store.token_revoke("ops", at(120)).await.expect("again");
+    assert_eq!(again.revoked_at, Some(at(60)), "the first revocation stays");
+    let missing = store
+        .token_revoke("nobody", at(60))
+        .await
+        .expect_err("missing");
+    assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+    let list = store.token_list().await.expect("list");
+    let names: Vec<_> = list
+        .iter()
+        .map(|t| (t.name.as_str(), t.role, t.sha256.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("admin", Role::Admin, hash('b')),
+            ("ops", Role::Operator, hash('a'))
+        ]
+    );
+    assert_eq!(
+        store
+            .token_insert(&new("ops", Role::Viewer, 'e'))
+            .await
+            .expect_err("revoked name")
+            .kind(),
+        StoreErrorKind::Conflict
+    );
+}
+
+/// Operator actions: every field kept, newest first, filtered by job name, limited; kept
+/// when the job is deleted.
+pub async fn operator_actions_are_listed_newest_first_per_job<S: Store>(store: S) {
+    let job = insert(&store, manual("a")).await;
+    let action = |i: i64, what: &str, job: Option<&str>| OperatorAction {
+        id: 0,
+        at: at(i),
+        actor: "ops".into(),
+        action: what.into(),
+        job: job.map(Into::into),
+        run: (i == 2).then_some(RunId(7)),
+        detail: (i == 1).then(|| "fire 2026-01-01T00:00:00Z".into()),
+    };
+    for (i, what, job) in [
+        (1, "trigger", Some("a")),
+        (2, "cancel", Some("a")),
+        (3, "plugin-reload", None),
+        (4, "disable", Some("b")),
+    ] {
+        store
+            .action_insert(&action(i, what, job))
+            .await
+            .expect("insert");
+    }
+    store.job_delete(job.id.expect("id")).await.expect("delete");
+    let of_a = store.action_list(Some("a"), 10).await.expect("list");
+    let strip = |v: &[OperatorAction]| {
+        v.iter()
+            .map(|a| OperatorAction { id: 0, ..a.clone() })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        strip(&of_a),
+        [
+            action(2, "cancel", Some("a")),
+            action(1, "trigger", Some("a"))
+        ]
+    );
+    assert!(of_a[0].id > of_a[1].id, "ids increase");
+    let all = store.action_list(None, 3).await.expect("list");
+    assert_eq!(
+        all.iter().map(|a| a.action.as_str()).collect::<Vec<_>>(),
+        ["disable", "plugin-reload", "cancel"]
     );
 }
 
@@ -2234,7 +2450,7 @@ pub async fn logs_are_ordered_and_batched<S: Store>(store: S) {
     assert_eq!(page, all[2..4].to_vec(), "paged after a sequence number");
     let other = store.log_list(two, None, 100).await.expect("list");
     assert_eq!(other.len(), 1, "logs are per run");
-    let missing = crate::run::RunId(one.0 + 1000);
+    let missing = RunId(one.0 + 1000);
     let e = store
         .log_append(missing, &[line(1, LogLevel::Info)])
         .await
@@ -2341,7 +2557,7 @@ pub async fn retention_purges_only_old_final_runs_and_their_logs<S: Store>(store
 /// The attempt rows of run `id`, as (attempt, node, outcome, error, started, finished).
 async fn attempt_rows<S: Store>(
     store: &S,
-    id: crate::run::RunId,
+    id: RunId,
 ) -> Vec<(
     u32,
     String,

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use super::access::{ApiToken, NewToken, OperatorAction};
 use super::backend::recovery_event;
 use super::engine::{
     Checkout, Conn, Dialect, DialectStore, Engine, FinishWrite, NextFireMove, PendingDue, Res,
@@ -180,6 +181,10 @@ struct Inner {
     last_run: i64,
     last_seq: u64,
     journal: Option<Journal>,
+    /// API tokens by name, and operator actions in insertion order. Never journaled: the
+    /// engine writes them outside transactions, one row per call.
+    api_tokens: BTreeMap<String, ApiToken>,
+    actions: Vec<OperatorAction>,
     // ---- indexes (see the module docs) ----
     /// Enabled jobs with a next fire: priority → (next fire, id).
     fires: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
@@ -799,13 +804,13 @@ impl Conn for MemoryConn<'_> {
                 .run_keys
                 .range((job, Timestamp::MIN)..=(job, Timestamp::MAX))
                 .filter_map(|(_, id)| inner.runs.get(id))
-                .filter(|r| filter.state.is_none_or(|s| r.state == s))
+                .filter(|r| filter.matches(r))
                 .cloned()
                 .collect(),
             None => inner
                 .runs
                 .values()
-                .filter(|r| filter.state.is_none_or(|s| r.state == s))
+                .filter(|r| filter.matches(r))
                 .cloned()
                 .collect(),
         };
@@ -1205,6 +1210,55 @@ impl Conn for MemoryConn<'_> {
             counts.runs += 1;
         }
         Ok(counts)
+    }
+
+    async fn token_insert(&mut self, token: &NewToken) -> Res<Option<ApiToken>> {
+        let inner = &mut *self.inner;
+        if inner.api_tokens.contains_key(&token.name) {
+            return Ok(None);
+        }
+        let id = inner.api_tokens.values().map(|t| t.id).max().unwrap_or(0) + 1;
+        let stored = ApiToken {
+            id,
+            name: token.name.clone(),
+            role: token.role,
+            sha256: token.sha256.clone(),
+            created_at: token.created_at,
+            revoked_at: None,
+        };
+        inner.api_tokens.insert(token.name.clone(), stored.clone());
+        Ok(Some(stored))
+    }
+
+    async fn token_list(&mut self) -> Res<Vec<ApiToken>> {
+        Ok(self.inner.api_tokens.values().cloned().collect())
+    }
+
+    async fn token_revoke(&mut self, name: &str, now: Timestamp) -> Res<Option<ApiToken>> {
+        Ok(self.inner.api_tokens.get_mut(name).map(|t| {
+            t.revoked_at.get_or_insert(now);
+            t.clone()
+        }))
+    }
+
+    async fn action_insert(&mut self, action: &OperatorAction) -> Res<()> {
+        let inner = &mut *self.inner;
+        let mut action = action.clone();
+        action.id = inner.actions.last().map_or(0, |a| a.id) + 1;
+        inner.actions.push(action);
+        Ok(())
+    }
+
+    async fn action_list(&mut self, job: Option<&str>, limit: usize) -> Res<Vec<OperatorAction>> {
+        Ok(self
+            .inner
+            .actions
+            .iter()
+            .rev()
+            .filter(|a| job.is_none_or(|j| a.job.as_deref() == Some(j)))
+            .take(limit)
+            .cloned()
+            .collect())
     }
 }
 

@@ -29,6 +29,7 @@
 //! claimed later) and moves a job's next fire past the skipped fires with
 //! [`Store::job_set_next_fire`] (a compare-and-set on the old value), then claims.
 
+pub mod access;
 pub mod backend;
 pub mod conformance;
 pub mod engine;
@@ -46,6 +47,7 @@ use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration}
 use crate::pause::{Pause, PauseTarget, Resumed};
 use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState, TransitionError};
+use access::{ApiToken, NewToken, OperatorAction};
 
 /// A store result.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -317,13 +319,24 @@ impl RunFinish {
     }
 }
 
-/// Which runs [`Store::run_list`] returns.
+/// Which runs [`Store::run_list`] returns: newest fire time first, then newest id.
+///
+/// Paging is by key, not offset: the next page passes the last run of this one as `before`
+/// ([`RunCursor::of`]). Runs inserted meanwhile never shift a page — a new fire sorts before
+/// the first page, a late-recorded older one (a skip) lands in its own place — so paging
+/// through history never repeats or misses a run that existed when it began.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunFilter {
     /// Only this job's runs.
     pub job: Option<JobId>,
     /// Only runs in this state.
     pub state: Option<RunState>,
+    /// Only runs whose fire time is at or after this instant.
+    pub fire_from: Option<Timestamp>,
+    /// Only runs whose fire time is before this instant.
+    pub fire_to: Option<Timestamp>,
+    /// Only runs that sort after this one (older fire time, or the same and a smaller id).
+    pub before: Option<RunCursor>,
     /// The most runs to return.
     pub limit: usize,
 }
@@ -334,8 +347,45 @@ impl Default for RunFilter {
         RunFilter {
             job: None,
             state: None,
+            fire_from: None,
+            fire_to: None,
+            before: None,
             limit: 100,
         }
+    }
+}
+
+impl RunFilter {
+    /// Whether `run` passes every condition but the limit (what the memory store and the
+    /// tests apply; SQL backends write the same conditions in their dialect).
+    pub fn matches(&self, run: &Run) -> bool {
+        self.job.is_none_or(|j| run.job_id == j)
+            && self.state.is_none_or(|s| run.state == s)
+            && self.fire_from.is_none_or(|t| run.fire_time >= t)
+            && self.fire_to.is_none_or(|t| run.fire_time < t)
+            && self.before.is_none_or(|c| {
+                let id = run.id.map_or(0, |i| i.0);
+                (run.fire_time, id) < (c.fire_time, c.id.0)
+            })
+    }
+}
+
+/// Where a page of [`Store::run_list`] ended: the fire time and id of its last run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunCursor {
+    /// The last run's fire time.
+    pub fire_time: Timestamp,
+    /// The last run's id.
+    pub id: RunId,
+}
+
+impl RunCursor {
+    /// The cursor after `run` (`None` for a run without an id).
+    pub fn of(run: &Run) -> Option<RunCursor> {
+        run.id.map(|id| RunCursor {
+            fire_time: run.fire_time,
+            id,
+        })
     }
 }
 
@@ -828,6 +878,36 @@ pub trait Store: Send + Sync {
         &self,
         id: RunId,
     ) -> impl Future<Output = StoreResult<Option<CancelRequest>>> + Send;
+
+    // ---- API access ([`access`]) -----------------------------------------------------------
+
+    /// Stores a token's hash under its unique name (a taken name is a Conflict naming it).
+    fn token_insert(&self, token: &NewToken) -> impl Future<Output = StoreResult<ApiToken>> + Send;
+
+    /// Every token, revoked ones included, by name.
+    fn token_list(&self) -> impl Future<Output = StoreResult<Vec<ApiToken>>> + Send;
+
+    /// Revokes the token named `name` at `now` (NotFound when there is none); revoking a
+    /// revoked token keeps its first revocation time.
+    fn token_revoke(
+        &self,
+        name: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<ApiToken>> + Send;
+
+    /// Records an operator action.
+    fn action_insert(
+        &self,
+        action: &OperatorAction,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Up to `limit` recorded actions, newest first; only those done to the job named `job`
+    /// when given.
+    fn action_list(
+        &self,
+        job: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<OperatorAction>>> + Send;
 }
 
 #[cfg(test)]

@@ -28,9 +28,11 @@ use super::rows::{
     get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, update_run_if,
 };
 use crate::store::rows::{
-    ATTEMPT_COLUMNS, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS,
-    NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
+    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow,
+    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS,
+    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
 };
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
 /// The most log lines one `INSERT … VALUES` carries (SQL Server allows 2 100 parameters).
 const LOG_CHUNK: usize = 500;
@@ -83,6 +85,36 @@ impl Session for MssqlSession {
 
 fn top(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn token_of(r: &tiberius::Row, shown: &str) -> Result<ApiToken, takt_core::store::StoreError> {
+    let c = Cells {
+        row: r,
+        shown,
+        what: "a token",
+    };
+    TokenRow {
+        id: c.int_req(0)?,
+        name: c.text_req(1)?,
+        role: c.text_req(2)?,
+        sha256: c.text_req(3)?,
+        created_at: c.instant_req(4)?,
+        revoked_at: c.instant(5)?,
+    }
+    .into_token(shown)
+}
+
+impl MssqlConn<'_> {
+    async fn token_named(&mut self, name: &str) -> Res<Option<ApiToken>> {
+        let what = "reading a token";
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE name = {}",
+            p.add(name.to_string())
+        );
+        let row = self.c.row(what, &sql, &p).await?;
+        Ok(row.map(|r| token_of(&r, self.shown)).transpose()?)
+    }
 }
 
 impl MssqlConn<'_> {
@@ -780,6 +812,21 @@ impl Conn for MssqlConn<'_> {
         if let Some(s) = filter.state {
             cond.push(format!("state = {}", p.add(s.name())));
         }
+        if let Some(t) = filter.fire_from {
+            cond.push(format!("fire_time >= {}", p.at(Some(t.as_millisecond()))));
+        }
+        if let Some(t) = filter.fire_to {
+            cond.push(format!("fire_time < {}", p.at(Some(t.as_millisecond()))));
+        }
+        if let Some(c) = filter.before {
+            // No row values in T-SQL: the keyset condition written out.
+            let f = p.at(Some(c.fire_time.as_millisecond()));
+            let f2 = p.at(Some(c.fire_time.as_millisecond()));
+            cond.push(format!(
+                "(fire_time < {f} OR (fire_time = {f2} AND id < {}))",
+                p.add(c.id.0)
+            ));
+        }
         let sql = format!(
             "SELECT TOP ({}) {RUN_COLUMNS} FROM runs WHERE {} \
              ORDER BY fire_time DESC, id DESC",
@@ -1348,6 +1395,100 @@ impl Conn for MssqlConn<'_> {
                     message: cells.text_req(3)?,
                 },
             ));
+        }
+        Ok(out)
+    }
+
+    async fn token_insert(&mut self, token: &NewToken) -> Res<Option<ApiToken>> {
+        let what = "storing a token";
+        let mut p = self.c.params();
+        let sql = format!(
+            "INSERT INTO api_tokens (name, role, sha256, created_at) OUTPUT INSERTED.id \
+             SELECT {n}, {}, {}, {} WHERE NOT EXISTS \
+               (SELECT 1 FROM api_tokens WITH (UPDLOCK, HOLDLOCK) WHERE name = {n2})",
+            p.add(token.role.name()),
+            p.add(token.sha256.clone()),
+            p.at(Some(token.created_at.as_millisecond())),
+            n = p.add(token.name.clone()),
+            n2 = p.add(token.name.clone()),
+        );
+        if self.c.rows(what, &sql, &p).await?.is_empty() {
+            return Ok(None);
+        }
+        self.token_named(&token.name).await
+    }
+
+    async fn token_list(&mut self) -> Res<Vec<ApiToken>> {
+        let what = "listing tokens";
+        let p = self.c.params();
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY name");
+        let rows = self.c.rows(what, &sql, &p).await?;
+        Ok(rows
+            .iter()
+            .map(|r| token_of(r, self.shown))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn token_revoke(&mut self, name: &str, now: Timestamp) -> Res<Option<ApiToken>> {
+        let what = "revoking a token";
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE api_tokens SET revoked_at = {} WHERE name = {} AND revoked_at IS NULL",
+            p.at(Some(now.as_millisecond())),
+            p.add(name.to_string())
+        );
+        self.c.exec(what, &sql, &p).await?;
+        self.token_named(name).await
+    }
+
+    async fn action_insert(&mut self, action: &OperatorAction) -> Res<()> {
+        let what = "recording an operator action";
+        let mut p = self.c.params();
+        let sql = format!(
+            "INSERT INTO operator_actions (at, actor, action, job_name, run_id, detail) \
+             VALUES ({}, {}, {}, {}, {}, {})",
+            p.at(Some(action.at.as_millisecond())),
+            p.add(action.actor.clone()),
+            p.add(action.action.clone()),
+            p.add(text(action.job.clone())),
+            p.add(action.run.map(|r| r.0)),
+            p.add(text(action.detail.clone())),
+        );
+        self.c.exec(what, &sql, &p).await?;
+        Ok(())
+    }
+
+    async fn action_list(&mut self, job: Option<&str>, limit: usize) -> Res<Vec<OperatorAction>> {
+        let what = "listing operator actions";
+        let mut p = self.c.params();
+        let filter = match job {
+            Some(j) => format!("WHERE job_name = {}", p.add(j.to_string())),
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT TOP ({}) {ACTION_COLUMNS} FROM operator_actions {filter} ORDER BY id DESC",
+            top(limit)
+        );
+        let rows = self.c.rows(what, &sql, &p).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let c = Cells {
+                row: r,
+                shown: self.shown,
+                what: "an operator action",
+            };
+            out.push(
+                ActionRow {
+                    id: c.int_req(0)?,
+                    at: c.instant_req(1)?,
+                    actor: c.text_req(2)?,
+                    action: c.text_req(3)?,
+                    job: c.text(4)?,
+                    run: c.int(5)?,
+                    detail: c.text(6)?,
+                }
+                .into_action(self.shown)?,
+            );
         }
         Ok(out)
     }

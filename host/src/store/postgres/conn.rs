@@ -26,13 +26,15 @@ use takt_core::store::{
 
 use super::error::{commit, pg};
 use super::rows::{
-    CLAIM_JOBS, FINISH, NODE_SELECT, RunBatch, get_job, get_run, job_of, job_params, ms_of,
+    CLAIM_JOBS, FINISH, NODE_SELECT, Param, RunBatch, get_job, get_run, job_of, job_params, ms_of,
     node_of, node_row, read_err, refs, run_of, st_opt, ts, update_run_if,
 };
 use crate::store::rows::{
-    ATTEMPT_COLUMNS, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NodeRow,
-    PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, corrupt, to_i64,
+    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow,
+    JOB_COLUMNS, JobRow, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, SESSION_COLUMNS,
+    SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
 };
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
 /// How long finding out whether a claim committed waits for the claim's transaction to end.
 const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(10);
@@ -562,38 +564,181 @@ async fn run_at(
 }
 
 async fn runs(c: &impl GenericClient, shown: &str, filter: &RunFilter) -> Res<Vec<Run>> {
-    // One job's runs along the (job_id, fire_time) key: a separate statement, because a
-    // prepared `$1 IS NULL OR job_id = $1` gets a generic plan that walks every run.
-    let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-    let state = filter.state.map(|s| s.name());
-    let rows = match filter.job {
-        Some(job) => {
-            let stmt = c
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = $1 \
-                     AND ($2::text IS NULL OR state = $2) \
-                     ORDER BY fire_time DESC, id DESC LIMIT $3"
-                ))
-                .await
-                .map_err(|e| pg(shown, "listing runs", e))?;
-            c.query(&stmt, &[&job.0, &state, &limit]).await
+    // Only the conditions given, so that the planner sees the shape and picks its index (a
+    // generic `$1 IS NULL OR …` plan is chosen once per prepared statement).
+    let mut cond: Vec<String> = Vec::new();
+    let mut params: Vec<Param> = Vec::new();
+    let mut add = |sql: &str, values: Vec<Param>| {
+        let mut sql = sql.to_string();
+        for v in values {
+            params.push(v);
+            sql = sql.replacen('?', &format!("${}", params.len()), 1);
         }
-        None => {
-            let stmt = c
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::text IS NULL OR state = $1) \
-                     ORDER BY fire_time DESC, id DESC LIMIT $2"
-                ))
-                .await
-                .map_err(|e| pg(shown, "listing runs", e))?;
-            c.query(&stmt, &[&state, &limit]).await
-        }
+        cond.push(sql);
+    };
+    if let Some(j) = filter.job {
+        add("job_id = ?", vec![Box::new(j.0)]);
     }
-    .map_err(|e| pg(shown, "listing runs", e))?;
+    if let Some(s) = filter.state {
+        add("state = ?", vec![Box::new(s.name())]);
+    }
+    if let Some(t) = filter.fire_from {
+        add("fire_time >= ?", vec![Box::new(ts(t))]);
+    }
+    if let Some(t) = filter.fire_to {
+        add("fire_time < ?", vec![Box::new(ts(t))]);
+    }
+    if let Some(cur) = filter.before {
+        add(
+            "(fire_time, id) < (?, ?)",
+            vec![Box::new(ts(cur.fire_time)), Box::new(cur.id.0)],
+        );
+    }
+    params.push(Box::new(i64::try_from(filter.limit).unwrap_or(i64::MAX)));
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs {}{} ORDER BY fire_time DESC, id DESC LIMIT ${}",
+        if cond.is_empty() { "" } else { "WHERE " },
+        cond.join(" AND "),
+        params.len()
+    );
+    let stmt = c
+        .prepare_cached(&sql)
+        .await
+        .map_err(|e| pg(shown, "listing runs", e))?;
+    let rows = c
+        .query(&stmt, &refs(&params))
+        .await
+        .map_err(|e| pg(shown, "listing runs", e))?;
     Ok(rows
         .iter()
         .map(|r| run_of(r, shown))
         .collect::<StoreResult<_>>()?)
+}
+
+fn token_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<ApiToken> {
+    let read = read_err(shown, "a token");
+    let created: SystemTime = r.try_get(4).map_err(&read)?;
+    let revoked: Option<SystemTime> = r.try_get(5).map_err(&read)?;
+    TokenRow {
+        id: r.try_get(0).map_err(&read)?,
+        name: r.try_get(1).map_err(&read)?,
+        role: r.try_get(2).map_err(&read)?,
+        sha256: r.try_get(3).map_err(&read)?,
+        created_at: ms_of(created),
+        revoked_at: revoked.map(ms_of),
+    }
+    .into_token(shown)
+}
+
+async fn token_named(c: &impl GenericClient, shown: &str, name: &str) -> Res<Option<ApiToken>> {
+    let row = c
+        .query_opt(
+            &format!("SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE name = $1"),
+            &[&name],
+        )
+        .await
+        .map_err(|e| pg(shown, "reading a token", e))?;
+    Ok(row.map(|r| token_of(&r, shown)).transpose()?)
+}
+
+async fn token_insert(c: &impl GenericClient, shown: &str, t: &NewToken) -> Res<Option<ApiToken>> {
+    let row = c
+        .query_opt(
+            &format!(
+                "INSERT INTO api_tokens (name, role, sha256, created_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (name) DO NOTHING RETURNING {TOKEN_COLUMNS}"
+            ),
+            &[&t.name, &t.role.name(), &t.sha256, &ts(t.created_at)],
+        )
+        .await
+        .map_err(|e| pg(shown, "storing a token", e))?;
+    Ok(row.map(|r| token_of(&r, shown)).transpose()?)
+}
+
+async fn token_list(c: &impl GenericClient, shown: &str) -> Res<Vec<ApiToken>> {
+    let rows = c
+        .query(
+            &format!("SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY name"),
+            &[],
+        )
+        .await
+        .map_err(|e| pg(shown, "listing tokens", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| token_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn token_revoke(
+    c: &impl GenericClient,
+    shown: &str,
+    name: &str,
+    now: Timestamp,
+) -> Res<Option<ApiToken>> {
+    c.execute(
+        "UPDATE api_tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL",
+        &[&name, &ts(now)],
+    )
+    .await
+    .map_err(|e| pg(shown, "revoking a token", e))?;
+    token_named(c, shown, name).await
+}
+
+async fn action_insert(c: &impl GenericClient, shown: &str, a: &OperatorAction) -> Res<()> {
+    c.execute(
+        "INSERT INTO operator_actions (at, actor, action, job_name, run_id, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            &ts(a.at),
+            &a.actor,
+            &a.action,
+            &a.job,
+            &a.run.map(|r| r.0),
+            &a.detail,
+        ],
+    )
+    .await
+    .map_err(|e| pg(shown, "recording an operator action", e))?;
+    Ok(())
+}
+
+async fn action_list(
+    c: &impl GenericClient,
+    shown: &str,
+    job: Option<&str>,
+    limit: usize,
+) -> Res<Vec<OperatorAction>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let sql = format!(
+        "SELECT {ACTION_COLUMNS} FROM operator_actions {} ORDER BY id DESC LIMIT $2",
+        if job.is_some() {
+            "WHERE job_name = $1"
+        } else {
+            "WHERE $1::text IS NULL"
+        }
+    );
+    let rows = c
+        .query(&sql, &[&job, &limit])
+        .await
+        .map_err(|e| pg(shown, "listing operator actions", e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let read = read_err(shown, "an operator action");
+        let at: SystemTime = r.try_get(1).map_err(&read)?;
+        out.push(
+            ActionRow {
+                id: r.try_get(0).map_err(&read)?,
+                at: ms_of(at),
+                actor: r.try_get(2).map_err(&read)?,
+                action: r.try_get(3).map_err(&read)?,
+                job: r.try_get(4).map_err(&read)?,
+                run: r.try_get(5).map_err(&read)?,
+                detail: r.try_get(6).map_err(&read)?,
+            }
+            .into_action(shown)?,
+        );
+    }
+    Ok(out)
 }
 
 async fn finish(
@@ -1590,6 +1735,31 @@ impl Conn for PgConn<'_> {
     async fn retention_purge(&mut self, older_than: Timestamp) -> Res<PurgeCounts> {
         let s = self.shown;
         on!(self, |c| purge(c, s, older_than).await)
+    }
+
+    async fn token_insert(&mut self, token: &NewToken) -> Res<Option<ApiToken>> {
+        let s = self.shown;
+        on!(self, |c| token_insert(c, s, token).await)
+    }
+
+    async fn token_list(&mut self) -> Res<Vec<ApiToken>> {
+        let s = self.shown;
+        on!(self, |c| token_list(c, s).await)
+    }
+
+    async fn token_revoke(&mut self, name: &str, now: Timestamp) -> Res<Option<ApiToken>> {
+        let s = self.shown;
+        on!(self, |c| token_revoke(c, s, name, now).await)
+    }
+
+    async fn action_insert(&mut self, action: &OperatorAction) -> Res<()> {
+        let s = self.shown;
+        on!(self, |c| action_insert(c, s, action).await)
+    }
+
+    async fn action_list(&mut self, job: Option<&str>, limit: usize) -> Res<Vec<OperatorAction>> {
+        let s = self.shown;
+        on!(self, |c| action_list(c, s, job, limit).await)
     }
 
     async fn notify_due_sooner(&mut self) -> Res<()> {

@@ -40,7 +40,8 @@ pub const PG_MIGRATIONS: &[Migration] = &[
     ),
     Migration::new(5, "pauses", sql!("0005_pauses.sql")),
     Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
-    Migration::new(7, "run_triggers", sql!("0007_run_triggers.sql")),
+    Migration::new(7, "api_access", sql!("0007_api_access.sql")),
+    Migration::new(8, "run_triggers", sql!("0008_run_triggers.sql")),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

@@ -15,6 +15,7 @@ use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::backend::{job_missing, run_missing};
 use takt_core::store::engine::{
     Checkout, Conn, FinishWrite, NextFireMove, PendingDue, Res, Session,
@@ -25,9 +26,9 @@ use takt_core::store::{
 
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
-    ATTEMPT_COLUMNS, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS,
-    NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, corrupt,
-    to_i64,
+    ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DueRow, HOLD_COLUMNS, HoldRow,
+    JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, RunRow,
+    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
 };
 
 /// The store's connection for one store call.
@@ -1481,6 +1482,129 @@ impl Conn for SqliteConn<'_> {
     async fn retention_purge(&mut self, older_than: Timestamp) -> Res<PurgeCounts> {
         Ok(self.purge(older_than)?)
     }
+
+    async fn token_insert(&mut self, token: &NewToken) -> Res<Option<ApiToken>> {
+        let path = self.path();
+        let n = self
+            .db
+            .conn
+            .execute(
+                "INSERT INTO api_tokens (name, role, sha256, created_at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (name) DO NOTHING",
+                params![
+                    token.name,
+                    token.role.name(),
+                    token.sha256,
+                    ms(token.created_at)
+                ],
+            )
+            .map_err(|e| sql_error(path, "storing a token", e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        Ok(self.token_named(&token.name)?)
+    }
+
+    async fn token_list(&mut self) -> Res<Vec<ApiToken>> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "listing tokens", e);
+        let mut stmt = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY name"
+            ))
+            .map_err(failed)?;
+        let rows = stmt
+            .query_map([], token_row)
+            .map_err(failed)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(failed)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_token(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    async fn token_revoke(&mut self, name: &str, now: Timestamp) -> Res<Option<ApiToken>> {
+        let path = self.path();
+        self.db
+            .conn
+            .execute(
+                "UPDATE api_tokens SET revoked_at = ?2 WHERE name = ?1 AND revoked_at IS NULL",
+                params![name, ms(now)],
+            )
+            .map_err(|e| sql_error(path, "revoking a token", e))?;
+        Ok(self.token_named(name)?)
+    }
+
+    async fn action_insert(&mut self, action: &OperatorAction) -> Res<()> {
+        let path = self.path();
+        self.db
+            .conn
+            .execute(
+                "INSERT INTO operator_actions (at, actor, action, job_name, run_id, detail) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    ms(action.at),
+                    action.actor,
+                    action.action,
+                    action.job,
+                    action.run.map(|r| r.0),
+                    action.detail
+                ],
+            )
+            .map_err(|e| sql_error(path, "recording an operator action", e))?;
+        Ok(())
+    }
+
+    async fn action_list(&mut self, job: Option<&str>, limit: usize) -> Res<Vec<OperatorAction>> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "listing operator actions", e);
+        let filter = if job.is_some() {
+            "WHERE job_name = ?1"
+        } else {
+            "WHERE ?1 IS NULL"
+        };
+        let mut stmt = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {ACTION_COLUMNS} FROM operator_actions {filter} ORDER BY id DESC LIMIT ?2"
+            ))
+            .map_err(failed)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![job, limit], |r| {
+                Ok(ActionRow {
+                    id: r.get(0)?,
+                    at: r.get(1)?,
+                    actor: r.get(2)?,
+                    action: r.get(3)?,
+                    job: r.get(4)?,
+                    run: r.get(5)?,
+                    detail: r.get(6)?,
+                })
+            })
+            .map_err(failed)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(failed)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_action(path))
+            .collect::<StoreResult<_>>()?)
+    }
+}
+
+fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
+    Ok(TokenRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        role: r.get(2)?,
+        sha256: r.get(3)?,
+        created_at: r.get(4)?,
+        revoked_at: r.get(5)?,
+    })
 }
 
 impl SqliteConn<'_> {
@@ -1553,39 +1677,73 @@ impl SqliteConn<'_> {
         .transpose()
     }
 
+    fn token_named(&self, name: &str) -> StoreResult<Option<ApiToken>> {
+        let path = &*self.db.path;
+        let row = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE name = ?1"
+            ))
+            .and_then(|mut stmt| stmt.query_row([name], token_row))
+            .optional()
+            .map_err(|e| sql_error(path, "reading a token", e))?;
+        row.map(|r| r.into_token(path)).transpose()
+    }
+
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<Run>> {
         let path = &*self.db.path;
-        let failed = |e| sql_error(path, "listing runs", e);
-        let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
-        let state = filter.state.map(|s| s.name());
-        // One job's runs along the (job_id, fire_time) key, newest first: a page of one job
-        // reads that page, however many runs other jobs have. (`?1 IS NULL OR job_id = ?1`
-        // would make SQLite walk every run by fire time instead.)
-        let rows = match filter.job {
-            Some(job) => self
-                .db
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 \
-                     AND (?2 IS NULL OR state = ?2) ORDER BY fire_time DESC, id DESC LIMIT ?3"
-                ))
-                .map_err(failed)?
-                .query_map(params![job.0, state, limit], RunRow::read)
-                .map_err(failed)?
-                .collect::<rusqlite::Result<Vec<_>>>(),
-            None => self
-                .db
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR state = ?1) \
-                     ORDER BY fire_time DESC, id DESC LIMIT ?2"
-                ))
-                .map_err(failed)?
-                .query_map(params![state, limit], RunRow::read)
-                .map_err(failed)?
-                .collect::<rusqlite::Result<Vec<_>>>(),
+        // Only the conditions given, so that SQLite picks the index for that shape (a
+        // `?1 IS NULL OR …` condition would hide every index from the planner); each shape
+        // is one cached statement.
+        let mut cond = Vec::new();
+        let mut values: Vec<Value> = Vec::new();
+        // Each `?` of a condition becomes the number of the value it takes.
+        let mut add = |sql: &str, v: Vec<Value>| {
+            let mut parts = sql.split('?');
+            let mut out = parts.next().unwrap_or_default().to_string();
+            for (part, v) in parts.zip(v) {
+                values.push(v);
+                out.push_str(&format!("?{}{part}", values.len()));
+            }
+            cond.push(out);
+        };
+        if let Some(j) = filter.job {
+            add("job_id = ?", vec![Value::Integer(j.0)]);
         }
-        .map_err(failed)?;
+        if let Some(s) = filter.state {
+            add("state = ?", vec![Value::Text(s.name().into())]);
+        }
+        if let Some(t) = filter.fire_from {
+            add("fire_time >= ?", vec![Value::Integer(ms(t))]);
+        }
+        if let Some(t) = filter.fire_to {
+            add("fire_time < ?", vec![Value::Integer(ms(t))]);
+        }
+        if let Some(c) = filter.before {
+            add(
+                "(fire_time, id) < (?, ?)",
+                vec![Value::Integer(ms(c.fire_time)), Value::Integer(c.id.0)],
+            );
+        }
+        let limit = i64::try_from(filter.limit).unwrap_or(i64::MAX);
+        values.push(Value::Integer(limit));
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs {}{} ORDER BY fire_time DESC, id DESC LIMIT ?{}",
+            if cond.is_empty() { "" } else { "WHERE " },
+            cond.join(" AND "),
+            values.len()
+        );
+        let mut stmt = self
+            .db
+            .conn
+            .prepare_cached(&sql)
+            .map_err(|e| sql_error(path, "listing runs", e))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(values), RunRow::read)
+            .map_err(|e| sql_error(path, "listing runs", e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, "listing runs", e))?;
         rows.into_iter().map(|r| r.into_run(path)).collect()
     }
 

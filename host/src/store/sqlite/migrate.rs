@@ -43,7 +43,8 @@ pub const MIGRATIONS: &[Migration] = &[
     ),
     Migration::new(6, "pauses", sql!("0006_pauses.sql")),
     Migration::new(7, "cancel_requests", sql!("0007_cancel_requests.sql")),
-    Migration::new(8, "run_triggers", sql!("0008_run_triggers.sql")),
+    Migration::new(8, "api_access", sql!("0008_api_access.sql")),
+    Migration::new(9, "run_triggers", sql!("0009_run_triggers.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -28,6 +28,7 @@ use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus, Registration};
 use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
+use crate::store::access::{ApiToken, NewToken, OperatorAction};
 use crate::store::{
     CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError,
 };
@@ -541,6 +542,35 @@ pub trait Conn: Send {
         &mut self,
         older_than: Timestamp,
     ) -> impl Future<Output = Res<PurgeCounts>> + Send;
+
+    // ---- API access (tokens, operator actions) ---------------------------------------
+
+    /// Inserts the token; `None` (nothing written) when its name is taken.
+    fn token_insert(
+        &mut self,
+        token: &NewToken,
+    ) -> impl Future<Output = Res<Option<ApiToken>>> + Send;
+
+    /// Every token, by name.
+    fn token_list(&mut self) -> impl Future<Output = Res<Vec<ApiToken>>> + Send;
+
+    /// Sets the named token's revocation time to `now` unless it has one; the token after,
+    /// or `None` when there is no such token.
+    fn token_revoke(
+        &mut self,
+        name: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Res<Option<ApiToken>>> + Send;
+
+    /// Inserts the action (a new id).
+    fn action_insert(&mut self, action: &OperatorAction) -> impl Future<Output = Res<()>> + Send;
+
+    /// Up to `limit` actions, newest (highest id) first, of the job named `job` when given.
+    fn action_list(
+        &mut self,
+        job: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<OperatorAction>>> + Send;
 
     /// Tells other nodes that something may be due sooner than they planned (PostgreSQL
     /// `NOTIFY`, delivered at commit); nothing where other nodes only poll.

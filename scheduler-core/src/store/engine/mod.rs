@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::Timestamp;
 
+use super::access::{ApiToken, NewToken, OperatorAction};
 use super::backend::{
     check_skipped, finished_as, job_missing, name_taken, next_fire_moved, not_registered,
     recovery_event, run_changed, run_missing, stale_version, unfinishable,
@@ -773,5 +774,71 @@ impl<T: DialectStore> Store for T {
 
     async fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>> {
         self.engine().cancel_request_of(id).await
+    }
+
+    async fn token_insert(&self, token: &NewToken) -> StoreResult<ApiToken> {
+        if token.name.trim().is_empty() || token.name.chars().any(char::is_control) {
+            return Err(StoreError::invalid(format!(
+                "token name {:?} is empty or has control characters; give a printable name",
+                token.name
+            )));
+        }
+        if token.sha256.len() != 64 || !token.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::invalid(
+                "a token is stored as the 64 hex digits of its SHA-256, never as itself",
+            ));
+        }
+        let d = &self.engine().dialect;
+        let what = "storing a token";
+        retrying(d, what, || async {
+            let mut s = d.session(what).await?;
+            let mut c = s.conn();
+            c.token_insert(token).await?.ok_or_else(|| {
+                Fail::from(StoreError::conflict(format!(
+                    "a token named \"{}\" exists; choose another --name, or revoke it first \
+                     (a revoked token's name stays taken, since recorded actions name it)",
+                    token.name
+                )))
+            })
+        })
+        .await
+    }
+
+    async fn token_list(&self) -> StoreResult<Vec<ApiToken>> {
+        read!(self.engine(), "listing tokens", |c| c.token_list())
+    }
+
+    async fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken> {
+        let d = &self.engine().dialect;
+        let what = "revoking a token";
+        retrying(d, what, || async {
+            let mut s = d.session(what).await?;
+            let mut c = s.conn();
+            c.token_revoke(name, now).await?.ok_or_else(|| {
+                Fail::from(StoreError::not_found(format!(
+                    "no token named \"{name}\"; `takt token list` shows them"
+                )))
+            })
+        })
+        .await
+    }
+
+    async fn action_insert(&self, action: &OperatorAction) -> StoreResult<()> {
+        let d = &self.engine().dialect;
+        let what = "recording an operator action";
+        retrying(d, what, || async {
+            let mut s = d.session(what).await?;
+            s.conn().action_insert(action).await
+        })
+        .await
+    }
+
+    async fn action_list(
+        &self,
+        job: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<OperatorAction>> {
+        read!(self.engine(), "listing operator actions", |c| c
+            .action_list(job, limit))
     }
 }

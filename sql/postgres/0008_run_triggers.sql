@@ -1,5 +1,5 @@
--- takt PostgreSQL schema, migration 0007: how a run came to be (issue 15). By hand:
--- `psql -v ON_ERROR_STOP=1 -1 -f 0007_run_triggers.sql`.
+-- takt PostgreSQL schema, migration 0008: how a run came to be (issue 15). By hand:
+-- `psql -v ON_ERROR_STOP=1 -1 -f 0008_run_triggers.sql`.
 --
 -- Every run records its trigger when it is created: 'schedule', 'catch_up' (a missed fire its
 -- misfire policy released late) or 'manual' (takt job trigger, the API). Runs recorded before
@@ -7,4 +7,4 @@
 -- after the fact.
 ALTER TABLE runs ADD COLUMN triggered_by text;
 
-INSERT INTO schema_migrations (version, name) VALUES (7, 'run_triggers');
+INSERT INTO schema_migrations (version, name) VALUES (8, 'run_triggers');

@@ -1,6 +1,6 @@
--- takt SQL Server schema, migration 0007: how a run came to be (issue 15). By hand:
+-- takt SQL Server schema, migration 0008: how a run came to be (issue 15). By hand:
 --
---     sqlcmd -S db,1433 -d mes -U admin -b -I -i 0007_run_triggers.sql
+--     sqlcmd -S db,1433 -d mes -U admin -b -I -i 0008_run_triggers.sql
 --
 -- Every run records its trigger when it is created: 'schedule', 'catch_up' (a missed fire its
 -- misfire policy released late) or 'manual' (takt job trigger, the API). Runs recorded before
@@ -13,5 +13,5 @@ GO
 ALTER TABLE runs ADD triggered_by NVARCHAR(20) NULL;
 GO
 
-INSERT INTO schema_migrations (version, name) VALUES (7, N'run_triggers');
+INSERT INTO schema_migrations (version, name) VALUES (8, N'run_triggers');
 GO

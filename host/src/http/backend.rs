@@ -1,0 +1,197 @@
+//! What the API does to a host, as one object-safe trait over any store: the handlers are
+//! plain functions of [`Backend`], so the router and its OpenAPI document are built once,
+//! whatever store the host embeds. Every method is a call of the same
+//! [`SchedulerHandle`] or [`Store`] function the CLI and the loop use, so the API never
+//! bypasses a store rule (versions, unique keys, conditional changes).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use takt_core::job::{JobDef, JobId, JobName};
+use takt_core::node::NodeStatus;
+use takt_core::pause::{Pause, PauseTarget};
+use takt_core::run::{Run, RunId};
+use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
+use takt_core::store::{CancelOutcome, LogLine, RunFilter, Store, StoreResult};
+
+use crate::metrics::Snapshot;
+use crate::plugins::{PluginSet, PluginVersion, ReloadError, ReloadReport};
+use crate::scheduler::{SchedulerError, SchedulerHandle};
+
+/// A boxed future of the backend.
+pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The host as the API sees it. Implemented for every [`SchedulerHandle`].
+#[allow(missing_docs)]
+pub trait Backend: Send + Sync + 'static {
+    fn job_list(&self) -> BoxFut<'_, StoreResult<Vec<JobDef>>>;
+    fn job_by_name<'a>(&'a self, name: &'a JobName) -> BoxFut<'a, StoreResult<Option<JobDef>>>;
+    fn job_add(&self, job: JobDef) -> BoxFut<'_, Result<JobDef, SchedulerError>>;
+    fn job_update(&self, job: JobDef) -> BoxFut<'_, Result<JobDef, SchedulerError>>;
+    fn job_enable(&self, id: JobId, enabled: bool) -> BoxFut<'_, Result<JobDef, SchedulerError>>;
+    fn job_trigger(&self, id: JobId) -> BoxFut<'_, Result<Timestamp, SchedulerError>>;
+    fn job_remove(&self, id: JobId) -> BoxFut<'_, Result<(), SchedulerError>>;
+    fn job_get(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<JobDef>>>;
+    fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>>;
+    fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>>;
+    fn log_list(
+        &self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFut<'_, StoreResult<Vec<(u64, LogLine)>>>;
+    fn cancel_run<'a>(&'a self, id: RunId, why: &'a str) -> BoxFut<'a, bool>;
+    /// Cancel anywhere through the database ([`Store::run_cancel`]): a pending run at once,
+    /// a running one by a request its node obeys.
+    fn run_cancel<'a>(
+        &'a self,
+        id: RunId,
+        by: &'a str,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<CancelOutcome>>;
+    fn job_paused(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<(PauseTarget, Pause)>>>;
+    fn pause_list(&self) -> BoxFut<'_, StoreResult<Vec<(PauseTarget, Pause)>>>;
+    fn node_list(&self) -> BoxFut<'_, StoreResult<Vec<NodeStatus>>>;
+    fn token_list(&self) -> BoxFut<'_, StoreResult<Vec<ApiToken>>>;
+    fn token_insert<'a>(&'a self, token: &'a NewToken) -> BoxFut<'a, StoreResult<ApiToken>>;
+    fn token_revoke<'a>(
+        &'a self,
+        name: &'a str,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<ApiToken>>;
+    fn action_insert<'a>(&'a self, action: &'a OperatorAction) -> BoxFut<'a, StoreResult<()>>;
+    fn action_list<'a>(
+        &'a self,
+        job: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFut<'a, StoreResult<Vec<OperatorAction>>>;
+    fn reload_plugins(&self) -> BoxFut<'_, Result<ReloadReport, ReloadError>>;
+    fn plugin_versions(&self) -> Vec<PluginVersion>;
+    fn plugins(&self) -> Arc<PluginSet>;
+    /// The host's levels for a metrics scrape (the node list read from the store).
+    fn snapshot(&self) -> BoxFut<'_, Snapshot>;
+}
+
+impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
+    fn job_list(&self) -> BoxFut<'_, StoreResult<Vec<JobDef>>> {
+        Box::pin(self.store().job_list())
+    }
+    fn job_by_name<'a>(&'a self, name: &'a JobName) -> BoxFut<'a, StoreResult<Option<JobDef>>> {
+        Box::pin(self.store().job_get_by_name(name))
+    }
+    fn job_add(&self, job: JobDef) -> BoxFut<'_, Result<JobDef, SchedulerError>> {
+        Box::pin(self.add_job(job))
+    }
+    fn job_update(&self, job: JobDef) -> BoxFut<'_, Result<JobDef, SchedulerError>> {
+        Box::pin(self.update_job(job))
+    }
+    fn job_enable(&self, id: JobId, enabled: bool) -> BoxFut<'_, Result<JobDef, SchedulerError>> {
+        Box::pin(self.set_enabled(id, enabled))
+    }
+    fn job_trigger(&self, id: JobId) -> BoxFut<'_, Result<Timestamp, SchedulerError>> {
+        Box::pin(self.trigger(id))
+    }
+    fn job_remove(&self, id: JobId) -> BoxFut<'_, Result<(), SchedulerError>> {
+        Box::pin(self.remove_job(id))
+    }
+    fn job_get(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<JobDef>>> {
+        Box::pin(self.store().job_get(id))
+    }
+    fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>> {
+        Box::pin(self.store().run_list(filter))
+    }
+    fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>> {
+        Box::pin(self.store().run_get(id))
+    }
+    fn log_list(
+        &self,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFut<'_, StoreResult<Vec<(u64, LogLine)>>> {
+        Box::pin(self.store().log_list(run, after, limit))
+    }
+    fn cancel_run<'a>(&'a self, id: RunId, why: &'a str) -> BoxFut<'a, bool> {
+        Box::pin(SchedulerHandle::cancel_run(self, id, why))
+    }
+    fn run_cancel<'a>(
+        &'a self,
+        id: RunId,
+        by: &'a str,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<CancelOutcome>> {
+        Box::pin(self.store().run_cancel(id, by, now))
+    }
+    fn job_paused(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<(PauseTarget, Pause)>>> {
+        Box::pin(self.store().job_paused(id))
+    }
+    fn pause_list(&self) -> BoxFut<'_, StoreResult<Vec<(PauseTarget, Pause)>>> {
+        Box::pin(self.store().pause_list())
+    }
+    fn node_list(&self) -> BoxFut<'_, StoreResult<Vec<NodeStatus>>> {
+        Box::pin(self.store().node_list())
+    }
+    fn token_list(&self) -> BoxFut<'_, StoreResult<Vec<ApiToken>>> {
+        Box::pin(self.store().token_list())
+    }
+    fn token_insert<'a>(&'a self, token: &'a NewToken) -> BoxFut<'a, StoreResult<ApiToken>> {
+        Box::pin(self.store().token_insert(token))
+    }
+    fn token_revoke<'a>(
+        &'a self,
+        name: &'a str,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<ApiToken>> {
+        Box::pin(self.store().token_revoke(name, now))
+    }
+    fn action_insert<'a>(&'a self, action: &'a OperatorAction) -> BoxFut<'a, StoreResult<()>> {
+        Box::pin(self.store().action_insert(action))
+    }
+    fn action_list<'a>(
+        &'a self,
+        job: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFut<'a, StoreResult<Vec<OperatorAction>>> {
+        Box::pin(self.store().action_list(job, limit))
+    }
+    fn reload_plugins(&self) -> BoxFut<'_, Result<ReloadReport, ReloadError>> {
+        Box::pin(SchedulerHandle::reload_plugins(self))
+    }
+    fn plugin_versions(&self) -> Vec<PluginVersion> {
+        SchedulerHandle::plugin_versions(self)
+    }
+    fn plugins(&self) -> Arc<PluginSet> {
+        SchedulerHandle::plugins(self)
+    }
+    fn snapshot(&self) -> BoxFut<'_, Snapshot> {
+        Box::pin(async move {
+            let stats = self.executor_stats();
+            let now = Timestamp::now();
+            let heartbeat_age = match self.store().node_list().await {
+                Ok(nodes) => nodes
+                    .into_iter()
+                    .filter(|n| n.stopped_at.is_none())
+                    .filter_map(|n| {
+                        let hb = n.heartbeat_at?;
+                        let age = now.duration_since(hb).as_secs_f64().max(0.0);
+                        Some((n.info.id.0, age))
+                    })
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!("metrics: cannot read the nodes: {e}");
+                    Vec::new()
+                }
+            };
+            Snapshot {
+                running: self.running(),
+                capacity: self.capacity(),
+                abandoned_total: stats.abandoned_total,
+                abandoned_alive: stats.abandoned_alive,
+                killed_total: stats.killed_total,
+                heartbeat_age,
+            }
+        })
+    }
+}

@@ -1,0 +1,492 @@
+//! `/api/v1/runs`: runs newest first, by job, state and fire-time range, paged by a cursor
+//! that stays stable while runs are inserted (see [`takt_core::store::RunFilter`]); one run;
+//! cancelling a running run; its log, paged and live over Server-Sent Events.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use takt_core::job::JobId;
+use takt_core::run::{Run, RunId, RunState};
+use takt_core::store::access::Role;
+use takt_core::store::{CancelOutcome, LogLine, RunCursor, RunFilter};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::auth::Caller;
+use super::mask::mask_text;
+use super::problem::{ApiResult, Problem};
+use super::system::record;
+use super::{AppState, P, Q};
+
+/// How often a live log stream looks for new lines (the run may be on another node, whose
+/// lines arrive through the database).
+const STREAM_POLL: Duration = Duration::from_millis(250);
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_runs))
+        .routes(routes!(get_run))
+        .routes(routes!(cancel_run))
+        .routes(routes!(run_logs))
+        .routes(routes!(stream_logs))
+}
+
+/// A run as the API shows it (secret-looking result values masked).
+#[derive(Serialize, ToSchema)]
+struct RunView {
+    id: i64,
+    job: Option<String>,
+    job_id: i64,
+    fire_time: String,
+    /// pending, running, succeeded, failed, timed_out, cancelled, skipped.
+    state: String,
+    attempt: u32,
+    created_at: String,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+    node: Option<String>,
+    node_instance: Option<String>,
+    lease_expires_at: Option<String>,
+    error: Option<String>,
+    #[schema(value_type = Object)]
+    result: Option<Value>,
+    elapsed_ms: Option<u64>,
+    #[schema(value_type = Object)]
+    progress: Option<Value>,
+    skip_reason: Option<String>,
+    next_attempt_at: Option<String>,
+    plugin: Option<String>,
+    plugin_version: Option<String>,
+    plugin_sha256: Option<String>,
+}
+
+fn view(run: &Run, job: Option<String>) -> RunView {
+    let ts = |t: Option<Timestamp>| t.map(|t| t.to_string());
+    RunView {
+        id: run.id.map_or(0, |r| r.0),
+        job,
+        job_id: run.job_id.0,
+        fire_time: run.fire_time.to_string(),
+        state: run.state.name().to_string(),
+        attempt: run.attempt,
+        created_at: run.created_at.to_string(),
+        started_at: ts(run.started_at),
+        finished_at: ts(run.finished_at),
+        node: run.node_id.as_ref().map(|n| n.0.clone()),
+        node_instance: run.node_instance.as_ref().map(ToString::to_string),
+        lease_expires_at: ts(run.lease_expires_at),
+        error: run.error.clone(),
+        result: run.result_json.as_deref().map(mask_text),
+        elapsed_ms: run
+            .elapsed
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        progress: run
+            .progress
+            .as_ref()
+            .map(|p| json!({"done": p.done, "total": p.total, "message": p.message})),
+        skip_reason: run.skip_reason.map(|r| r.name().to_string()),
+        next_attempt_at: ts(run.next_attempt_at),
+        plugin: run.plugin.as_ref().map(|p| p.name.clone()),
+        plugin_version: run.plugin.as_ref().map(|p| p.version.clone()),
+        plugin_sha256: run.plugin.as_ref().and_then(|p| p.sha256.clone()),
+    }
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RunQuery {
+    /// Only this job's runs (by name).
+    job: Option<String>,
+    /// Only runs in this state.
+    state: Option<String>,
+    /// Only runs whose fire time is at or after this instant (RFC 3339).
+    from: Option<String>,
+    /// Only runs whose fire time is before this instant (RFC 3339).
+    to: Option<String>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// Runs per page (1–1000, default 100).
+    limit: Option<usize>,
+}
+
+/// A page of runs.
+#[derive(Serialize, ToSchema)]
+struct RunPage {
+    items: Vec<RunView>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    next_cursor: Option<String>,
+}
+
+fn instant(field: &str, text: &str) -> ApiResult<Timestamp> {
+    text.parse::<Timestamp>().map_err(|e| {
+        Problem::invalid(
+            field,
+            format!("\"{text}\" is not an RFC 3339 instant ({e}); write e.g. 2026-12-01T06:00:00Z"),
+        )
+    })
+}
+
+/// A cursor: `<fire time in Unix ms>.<run id>` (opaque to clients).
+fn cursor_text(c: RunCursor) -> String {
+    format!("{}.{}", c.fire_time.as_millisecond(), c.id.0)
+}
+
+fn cursor_of(text: &str) -> ApiResult<RunCursor> {
+    let bad = || {
+        Problem::invalid(
+            "cursor",
+            format!("\"{text}\" is not a cursor of this api; pass next_cursor as it came"),
+        )
+    };
+    let (ms, id) = text.split_once('.').ok_or_else(bad)?;
+    let ms: i64 = ms.parse().map_err(|_| bad())?;
+    let id: i64 = id.parse().map_err(|_| bad())?;
+    Ok(RunCursor {
+        fire_time: Timestamp::from_millisecond(ms).map_err(|_| bad())?,
+        id: RunId(id),
+    })
+}
+
+fn state_of(text: &str) -> ApiResult<RunState> {
+    RunState::ALL
+        .into_iter()
+        .find(|s| s.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = RunState::ALL.iter().map(|s| s.name()).collect();
+            Problem::invalid(
+                "state",
+                format!("unknown state \"{text}\"; use one of {}", names.join(", ")),
+            )
+        })
+}
+
+async fn job_names(st: &AppState) -> ApiResult<HashMap<JobId, String>> {
+    Ok(st
+        .backend
+        .job_list()
+        .await?
+        .into_iter()
+        .filter_map(|j| j.id.map(|id| (id, j.name.to_string())))
+        .collect())
+}
+
+/// Runs, newest fire time first, filtered by job, state and fire-time range, paged by cursor.
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs", params(RunQuery),
+    responses((status = 200, body = RunPage), (status = 400, body = Problem), (status = 401, body = Problem),
+              (status = 404, description = "no such job", body = Problem)))]
+async fn list_runs(
+    State(st): State<AppState>,
+    _caller: Caller,
+    Q(q): Q<RunQuery>,
+) -> ApiResult<Json<RunPage>> {
+    let limit = super::system::limit_of(q.limit, 100)?;
+    let mut filter = RunFilter {
+        limit,
+        ..RunFilter::default()
+    };
+    if let Some(name) = &q.job {
+        let job = super::jobs::load(&st, name)
+            .await
+            .map_err(|p| p.at("job"))?;
+        filter.job = job.id;
+    }
+    if let Some(s) = &q.state {
+        filter.state = Some(state_of(s)?);
+    }
+    if let Some(f) = &q.from {
+        filter.fire_from = Some(instant("from", f)?);
+    }
+    if let Some(t) = &q.to {
+        filter.fire_to = Some(instant("to", t)?);
+    }
+    if let Some(c) = &q.cursor {
+        filter.before = Some(cursor_of(c)?);
+    }
+    let runs = st.backend.run_list(&filter).await?;
+    let names = job_names(&st).await?;
+    let next_cursor = if runs.len() == limit {
+        runs.last().and_then(RunCursor::of).map(cursor_text)
+    } else {
+        None
+    };
+    Ok(Json(RunPage {
+        items: runs
+            .iter()
+            .map(|r| view(r, names.get(&r.job_id).cloned()))
+            .collect(),
+        next_cursor,
+    }))
+}
+
+async fn load_run(st: &AppState, id: i64) -> ApiResult<Run> {
+    st.backend
+        .run_get(RunId(id))
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("no run {id}; GET /api/v1/runs lists them")))
+}
+
+/// One run.
+#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
+    params(("id" = i64, Path, description = "the run's id")),
+    responses((status = 200, body = RunView), (status = 401, body = Problem), (status = 404, body = Problem)))]
+async fn get_run(
+    State(st): State<AppState>,
+    _caller: Caller,
+    P(id): P<i64>,
+) -> ApiResult<Json<RunView>> {
+    let run = load_run(&st, id).await?;
+    let job = st
+        .backend
+        .job_get(run.job_id)
+        .await?
+        .map(|j| j.name.to_string());
+    Ok(Json(view(&run, job)))
+}
+
+/// Why a cancel is asked for.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    /// Written into the run's log with the caller's name.
+    reason: Option<String>,
+}
+
+/// Cancels a run on any node (operator), through the database as `takt cancel` does: a
+/// pending run (queued, or waiting for a retry) is cancelled at once (200); a running one
+/// gets a request that the node running it obeys within about a second (202). When this
+/// node runs it, it is also told at once, so the stop does not wait for the poll.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/cancel", tag = "runs",
+    params(("id" = i64, Path, description = "the run's id")),
+    request_body(content = CancelBody, description = "optional"),
+    responses((status = 200, description = "it was pending and is now cancelled", body = Object),
+              (status = 202, description = "asked to stop; the node running it ends it cancelled once the plugin returns or the grace passes", body = Object),
+              (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
+              (status = 409, body = Problem)))]
+async fn cancel_run(
+    State(st): State<AppState>,
+    caller: Caller,
+    P(id): P<i64>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    caller.require(Role::Operator, "cancelling a run")?;
+    let body: CancelBody = if body.is_empty() {
+        CancelBody::default()
+    } else {
+        super::jobs::parse_body(&body)?
+    };
+    let run = load_run(&st, id).await?;
+    let by = caller.name.to_string();
+    let outcome = st
+        .backend
+        .run_cancel(RunId(id), &by, Timestamp::now())
+        .await?;
+    let (status, answer) = match outcome {
+        CancelOutcome::Cancelled(_) => (
+            StatusCode::OK,
+            json!({"run": id, "cancel": "cancelled", "cancelling": false}),
+        ),
+        CancelOutcome::Requested { node, request } => {
+            let why = format!(
+                "by {by}{}",
+                body.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+            // Best effort: the request on record is what every node obeys.
+            let _ = st.backend.cancel_run(RunId(id), &why).await;
+            (
+                StatusCode::ACCEPTED,
+                json!({
+                    "run": id,
+                    "cancel": "requested",
+                    "cancelling": true,
+                    "node": node.map(|n| n.0),
+                    "requested_by": request.by,
+                    "requested_at": request.at.to_string(),
+                }),
+            )
+        }
+    };
+    let job = st
+        .backend
+        .job_get(run.job_id)
+        .await?
+        .map(|j| j.name.to_string());
+    record(
+        &st,
+        &caller,
+        "cancel",
+        job.as_deref(),
+        Some(RunId(id)),
+        body.reason,
+    )
+    .await?;
+    Ok((status, Json(answer)).into_response())
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct LogQuery {
+    /// Lines after this sequence number (the `next_after` of the previous page).
+    after: Option<u64>,
+    /// Lines per page (1–1000, default 500).
+    limit: Option<usize>,
+}
+
+/// A log line.
+#[derive(Serialize, ToSchema)]
+struct LineView {
+    seq: u64,
+    at: String,
+    level: String,
+    message: String,
+}
+
+fn line_view(seq: u64, l: &LogLine) -> LineView {
+    LineView {
+        seq,
+        at: l.at.to_string(),
+        level: l.level.name().to_string(),
+        message: l.message.clone(),
+    }
+}
+
+/// A page of a run's log.
+#[derive(Serialize, ToSchema)]
+struct LogPage {
+    lines: Vec<LineView>,
+    /// Pass as `after` for the next page (the last line's seq; `after` again when empty).
+    next_after: Option<u64>,
+    /// Whether the run is final (no more lines will come).
+    done: bool,
+}
+
+/// A page of a run's log, oldest first.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/logs", tag = "runs",
+    params(("id" = i64, Path, description = "the run's id"), LogQuery),
+    responses((status = 200, body = LogPage), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
+async fn run_logs(
+    State(st): State<AppState>,
+    _caller: Caller,
+    P(id): P<i64>,
+    Q(q): Q<LogQuery>,
+) -> ApiResult<Json<LogPage>> {
+    let limit = super::system::limit_of(q.limit.or(Some(500)), 500)?;
+    let run = load_run(&st, id).await?;
+    let lines = st.backend.log_list(RunId(id), q.after, limit).await?;
+    Ok(Json(LogPage {
+        next_after: lines.last().map(|(s, _)| *s).or(q.after),
+        lines: lines.iter().map(|(s, l)| line_view(*s, l)).collect(),
+        done: run.state.is_final(),
+    }))
+}
+
+/// The run's log live, as Server-Sent Events: every line as a `log` event (`id` = its seq,
+/// so a reconnecting client's `Last-Event-ID` resumes after it), then one `end` event with
+/// the final state once the run is final and its last line sent.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/logs/stream", tag = "runs",
+    params(("id" = i64, Path, description = "the run's id"),
+           ("after" = Option<u64>, Query, description = "start after this seq"),
+           ("Last-Event-ID" = Option<String>, Header, description = "resume after this seq")),
+    responses((status = 200, description = "text/event-stream of `log` and `end` events", content_type = "text/event-stream", body = String),
+              (status = 401, body = Problem), (status = 404, body = Problem)))]
+async fn stream_logs(
+    State(st): State<AppState>,
+    _caller: Caller,
+    P(id): P<i64>,
+    Q(q): Q<LogQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    load_run(&st, id).await?;
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let after = resume.or(q.after);
+    struct Tail {
+        st: AppState,
+        run: RunId,
+        after: Option<u64>,
+        buffered: std::collections::VecDeque<Event>,
+        ended: bool,
+    }
+    let tail = Tail {
+        st,
+        run: RunId(id),
+        after,
+        buffered: Default::default(),
+        ended: false,
+    };
+    let events = stream::unfold(tail, |mut t| async move {
+        loop {
+            if let Some(e) = t.buffered.pop_front() {
+                return Some((Ok(e), t));
+            }
+            if t.ended {
+                return None;
+            }
+            // The state first, then the lines: a run that is final now has written its last
+            // line already, so the lines read next are all there will be.
+            let state = match t.st.backend.run_get(t.run).await {
+                Ok(Some(r)) => Some(r.state),
+                Ok(None) => None,
+                Err(e) => {
+                    t.buffered
+                        .push_back(Event::default().event("error").data(e.to_string()));
+                    tokio::time::sleep(STREAM_POLL).await;
+                    continue;
+                }
+            };
+            match t.st.backend.log_list(t.run, t.after, 500).await {
+                Ok(lines) => {
+                    for (seq, l) in &lines {
+                        let data = serde_json::to_string(&line_view(*seq, l)).unwrap_or_default();
+                        t.buffered.push_back(
+                            Event::default().event("log").id(seq.to_string()).data(data),
+                        );
+                        t.after = Some(*seq);
+                    }
+                    let more = lines.len() == 500;
+                    match state {
+                        None => {
+                            t.buffered.push_back(
+                                Event::default()
+                                    .event("end")
+                                    .data(json!({"state": "deleted"}).to_string()),
+                            );
+                            t.ended = true;
+                        }
+                        Some(s) if s.is_final() && !more => {
+                            t.buffered.push_back(
+                                Event::default()
+                                    .event("end")
+                                    .data(json!({"state": s.name()}).to_string()),
+                            );
+                            t.ended = true;
+                        }
+                        _ if t.buffered.is_empty() => tokio::time::sleep(STREAM_POLL).await,
+                        _ => {}
+                    }
+                }
+                Err(e) => {
+                    t.buffered
+                        .push_back(Event::default().event("error").data(e.to_string()));
+                    tokio::time::sleep(STREAM_POLL).await;
+                }
+            }
+        }
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
