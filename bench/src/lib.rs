@@ -201,7 +201,7 @@ pub mod probe {
     use takt_core::pause::{Pause, PauseTarget, Resumed};
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
-        CancelOutcome, CancelRequest,
+        Backfilled, CancelOutcome, CancelRequest,
         Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
         Store, StoreResult,
     };
@@ -485,6 +485,20 @@ pub mod probe {
         }
         async fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>> {
             timed!(self, "cancel_request_of", self.inner.cancel_request_of(id))
+        }
+        async fn run_backfill(
+            &self,
+            id: JobId,
+            from: Timestamp,
+            to: Timestamp,
+            max: usize,
+            now: Timestamp,
+        ) -> StoreResult<Backfilled> {
+            timed!(
+                self,
+                "run_backfill",
+                self.inner.run_backfill(id, from, to, max, now)
+            )
         }
         async fn token_insert(
             &self,

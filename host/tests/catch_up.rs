@@ -26,8 +26,8 @@ use takt_core::schedule::{Interval, Rule, Schedule, Zone};
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{
-    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
-    PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
+    Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
+    LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use takt_host::executor::{Executor, ExecutorConfig};
 use takt_host::plugins::PluginSet;
@@ -120,6 +120,7 @@ impl Store for Switch {
         fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
         fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
         fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
+        fn run_backfill(&self, id: JobId, from: Timestamp, to: Timestamp, max: usize, now: Timestamp) -> StoreResult<Backfilled>;
         fn token_insert(&self, token: &NewToken) -> StoreResult<ApiToken>;
         fn token_list(&self) -> StoreResult<Vec<ApiToken>>;
         fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken>;

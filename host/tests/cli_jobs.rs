@@ -489,6 +489,7 @@ fn runs_and_logs_show_seeded_rows() {
         "job",
         "fire time",
         "state",
+        "trigger",
         "attempt",
         "node",
         "started",
@@ -497,6 +498,8 @@ fn runs_and_logs_show_seeded_rows() {
     ] {
         assert!(lines[0].contains(h), "{text}");
     }
+    // Both were run by `takt job trigger`: the trigger column says so.
+    assert!(lines[1..].iter().all(|l| l.contains("manual")), "{text}");
     assert!(
         text.contains("succeeded") && text.contains("failed"),
         "{text}"
@@ -506,6 +509,9 @@ fn runs_and_logs_show_seeded_rows() {
 
     let all = d.json(&["runs"]);
     assert_eq!(all.as_array().unwrap().len(), 2);
+    for r in all.as_array().unwrap() {
+        assert_eq!(r["trigger"], "manual", "{r}");
+    }
     let only_bad = d.json(&["runs", "--job", "bad"]);
     assert_eq!(only_bad.as_array().unwrap().len(), 1);
     assert_eq!(only_bad[0]["id"], bad_id);
@@ -1205,4 +1211,97 @@ fn pause_and_resume_jobs_groups_and_nodes_with_who_and_why() {
     assert!(e.contains("node line-7 has never registered"), "{e}");
     let e = d.fails(&["node", "resume", "line-7"]);
     assert!(e.contains("node line-7 is not paused"), "{e}");
+}
+
+/// `takt job backfill` creates the missing fires of a range once (a second run creates
+/// nothing), they show in `takt runs` with trigger backfill, and bad input is refused.
+#[test]
+fn backfill_creates_missing_fires_once_and_refuses_bad_ranges() {
+    let d = TempDir::migrated("backfill");
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "hourly",
+        "--handler",
+        "examples::hello",
+        "--cron",
+        "0 * * * *",
+    ]);
+    let range = [
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T05:00:00Z",
+    ];
+    let mut first = vec!["job", "backfill", "hourly"];
+    first.extend_from_slice(&range);
+    let b = d.json(&first);
+    assert_eq!(
+        (b["fires"].as_u64(), b["created"].as_u64()),
+        (Some(5), Some(5)),
+        "{b}"
+    );
+    let text = d.ok(&first[..first.len()]);
+    assert!(text.contains("created 0, already present 5"), "{text}");
+    let runs = d.json(&["runs", "--job", "hourly"]);
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 5);
+    assert!(
+        runs.iter()
+            .all(|r| r["trigger"] == "backfill" && r["state"] == "pending"),
+        "{runs:?}"
+    );
+
+    let e = d.fails(&[
+        "job",
+        "backfill",
+        "hourly",
+        "--from",
+        "2026-01-02",
+        "--to",
+        "2026-01-01",
+    ]);
+    assert!(e.contains("reversed"), "{e}");
+    let e = d.fails(&[
+        "job",
+        "backfill",
+        "hourly",
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-02-01",
+        "--max",
+        "100",
+    ]);
+    assert!(e.contains("holds 744 fires, more than --max 100"), "{e}");
+    let e = d.fails(&[
+        "job",
+        "backfill",
+        "nope",
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-01-02",
+    ]);
+    assert!(e.contains("nope"), "{e}");
+    d.ok(&[
+        "job",
+        "add",
+        "--name",
+        "by-hand",
+        "--handler",
+        "examples::hello",
+        "--manual",
+    ]);
+    let e = d.fails(&[
+        "job",
+        "backfill",
+        "by-hand",
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-01-02",
+    ]);
+    assert!(e.contains("no recurring schedule"), "{e}");
 }

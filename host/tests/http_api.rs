@@ -909,6 +909,7 @@ async fn the_openapi_document_lists_exactly_the_routes_served() {
         ("POST", "/api/v1/plugins/reload"),
         ("POST", "/api/v1/schedule/preview"),
         ("GET", "/api/v1/actions"),
+        ("GET", "/api/v1/alerts"),
         ("GET", "/api/v1/tokens"),
         ("POST", "/api/v1/tokens"),
         ("DELETE", "/api/v1/tokens/{name}"),
@@ -1170,4 +1171,49 @@ async fn tls_serves_https_with_the_configured_certificate() {
         "no plain http on the tls port"
     );
     host.shutdown(Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alert_deliveries_are_listed_newest_first_and_a_bad_limit_is_refused() {
+    use takt_core::alert::{AlertDelivery, AlertKey, DeliveryOutcome};
+    let d = dir("alerts");
+    let store = SqliteStore::open(d.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let host = host_on(store.clone(), local()).await.unwrap();
+    let api = Api::of(&host);
+
+    let (s, v) = api.get("/api/v1/alerts").await;
+    assert_eq!((s, v.as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{v}");
+    for (n, outcome) in [(1, DeliveryOutcome::Sent), (2, DeliveryOutcome::Failed)] {
+        store
+            .alert_delivery_add(&AlertDelivery {
+                id: None,
+                at: Timestamp::from_second(1_800_000_000 + n).unwrap(),
+                node: "n1".into(),
+                channel: "ops-mail".into(),
+                key: AlertKey {
+                    subject: "job:nightly".into(),
+                    condition: "failed".into(),
+                },
+                kind: "firing".into(),
+                run: Some(n),
+                outcome,
+                detail: format!("delivery {n}"),
+            })
+            .await
+            .unwrap();
+    }
+    let (s, v) = api.get("/api/v1/alerts?limit=10").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let list = v.as_array().unwrap();
+    assert_eq!(list.len(), 2, "{v}");
+    assert_eq!(list[0]["detail"], "delivery 2", "newest first: {v}");
+    assert_eq!(list[0]["outcome"], "failed", "{v}");
+    assert_eq!(list[1]["channel"], "ops-mail", "{v}");
+    assert_eq!(list[1]["subject"], "job:nightly", "{v}");
+    let (s, v) = api.get("/api/v1/alerts?limit=0").await;
+    assert_eq!(
+        (s, v["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("limit")),
+        "{v}"
+    );
 }

@@ -124,6 +124,64 @@ impl fmt::Display for RunState {
     }
 }
 
+/// How a run came to be (issue 15 item 9), recorded once when the run is created and never
+/// changed: a retry is another attempt of the same run (see [`crate::attempt`]), not a new
+/// run, so it keeps its run's trigger and shows as attempt 2, 3 ….
+///
+/// Decided by the store engine: a backfill (engine/backfill.rs) records `backfill`; the claim
+/// (engine/claim.rs), where every other run of a fire is created, decides the rest: a fire that is not an occurrence of the job's schedule
+/// (or of a job without one) was put there by a trigger ([`Trigger::Manual`]); a fire later
+/// than the job's misfire lateness window was released by its misfire policy
+/// ([`Trigger::CatchUp`]); anything else is [`Trigger::Schedule`]. A trigger in the same
+/// second as a scheduled fire *is* that fire, so it records `schedule`.
+///
+/// Runs recorded before the trigger column existed read as `None` (unknown): a manual run
+/// cannot be told from a scheduled one after the fact, so no value is guessed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Trigger {
+    /// A fire of the job's schedule, on time (within the misfire lateness window), and the
+    /// skipped or queued records of such fires.
+    Schedule,
+    /// A missed fire the misfire policy (`fire-once`, `fire-all`) released late.
+    CatchUp,
+    /// Run by hand: `takt job trigger`, `SchedulerHandle::trigger`, the API.
+    Manual,
+    /// A past fire filled in by `takt job backfill` ([`crate::store::Store::run_backfill`]).
+    Backfill,
+}
+
+impl Trigger {
+    /// The lowercase name used in storage, the CLI and the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::CatchUp => "catch_up",
+            Trigger::Manual => "manual",
+            Trigger::Backfill => "backfill",
+        }
+    }
+
+    /// Every trigger.
+    pub const ALL: [Trigger; 4] = [
+        Trigger::Schedule,
+        Trigger::CatchUp,
+        Trigger::Manual,
+        Trigger::Backfill,
+    ];
+
+    /// The trigger named `name` (as [`Trigger::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Trigger> {
+        Trigger::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Why a run was recorded as skipped instead of running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -284,10 +342,13 @@ pub struct Run {
     /// The plugin build that ran the latest attempt that ended (recorded with its end;
     /// `None` before one ended, and for attempts that never reached a plugin).
     pub plugin: Option<PluginBuild>,
+    /// How the run came to be ([`Trigger`]); `None` for runs recorded before takt kept it.
+    pub trigger: Option<Trigger>,
 }
 
 impl Run {
-    /// A new pending first attempt.
+    /// A new pending first attempt, triggered by the schedule (the claim records another
+    /// [`Trigger`] when it knows one).
     pub fn pending(job_id: JobId, fire_time: Timestamp, now: Timestamp) -> Run {
         Run {
             id: None,
@@ -308,6 +369,7 @@ impl Run {
             skip_reason: None,
             next_attempt_at: None,
             plugin: None,
+            trigger: Some(Trigger::Schedule),
         }
     }
 

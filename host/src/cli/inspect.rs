@@ -69,7 +69,7 @@ fn parse_at(text: &str) -> Result<At> {
 }
 
 /// `--from` / `--to`: an instant, or a date(-time) in UTC.
-fn parse_bound(flag: &str, text: &str) -> Result<Timestamp> {
+pub(super) fn parse_bound(flag: &str, text: &str) -> Result<Timestamp> {
     if let Ok(t) = text.parse::<Timestamp>() {
         return Ok(t);
     }

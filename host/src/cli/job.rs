@@ -74,6 +74,26 @@ pub(super) enum JobCmd {
         #[command(flatten)]
         out: JsonArg,
     },
+    /// Fill in the fires of a job's schedule in [--from, --to) that have no run yet: each
+    /// becomes a queued run (trigger backfill) that a running `takt run` starts one at a
+    /// time, in fire-time order, never beside another run of the job.
+    Backfill {
+        /// The job's name.
+        name: String,
+        /// The start of the range (included): an instant or a UTC wall-clock time.
+        #[arg(long)]
+        from: String,
+        /// The end of the range (excluded).
+        #[arg(long)]
+        to: String,
+        /// The most fires to create; a range with more is refused (not truncated).
+        #[arg(long, default_value = "10000")]
+        max: String,
+        #[command(flatten)]
+        db: DbArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
     /// Pause a job (distinct from disable): fires that fall due are recorded skipped
     /// (reason paused) when it is resumed, per its misfire policy.
     Pause {
@@ -743,6 +763,42 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
             }
             outln!(
                 "triggered {name}: due at {now}; a running `takt run` on this database starts it"
+            )
+        }
+        JobCmd::Backfill {
+            name,
+            from,
+            to,
+            max,
+            db,
+            out,
+        } => {
+            let from = super::inspect::parse_bound("--from", &from)?;
+            let to = super::inspect::parse_bound("--to", &to)?;
+            let max = args::number("--max", &max, "a count of fires", 1)?;
+            let store = db.open()?;
+            let job = load(&store, &name)?;
+            let id = job.id.context("stored job without id")?;
+            let b = block_on(store.run_backfill(id, from, to, max, Timestamp::now()))?
+                .with_context(|| format!("cannot backfill job \"{name}\""))?;
+            if out.json {
+                return outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({
+                        "job": name,
+                        "from": from.to_string(),
+                        "to": to.to_string(),
+                        "fires": b.fires,
+                        "created": b.created,
+                        "present": b.present,
+                    }))?
+                );
+            }
+            outln!(
+                "backfilled {name} [{from}, {to}): created {}, already present {}; a running \
+                 `takt run` on this database runs them one at a time, oldest first",
+                b.created,
+                b.present
             )
         }
         JobCmd::Pause {

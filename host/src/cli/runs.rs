@@ -78,6 +78,8 @@ fn run_json(r: &Run, job: &str) -> Value {
         "fire_time": r.fire_time.to_string(),
         "state": r.state.name(),
         "attempt": r.attempt,
+        // How the run came to be; null for runs recorded before takt kept it (unknown).
+        "trigger": r.trigger.map(|t| t.name()),
         "node": r.node_id.as_ref().map(|n| n.0.clone()),
         "created_at": r.created_at.to_string(),
         "started_at": r.started_at.map(|t| t.to_string()),
@@ -169,6 +171,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
         "job",
         "fire time (UTC)",
         "state",
+        "trigger",
         "attempt",
         "node",
         "started",
@@ -181,6 +184,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
             name_of(r),
             r.fire_time.to_string(),
             r.state.name().to_string(),
+            r.trigger.map_or("-", |t| t.name()).to_string(),
             r.attempt.to_string(),
             r.node_id
                 .as_ref()

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use takt_core::alert::AlertDelivery;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::NodeStatus;
 use takt_core::pause::{Pause, PauseTarget};
@@ -67,6 +68,7 @@ pub trait Backend: Send + Sync + 'static {
         job: Option<&'a str>,
         limit: usize,
     ) -> BoxFut<'a, StoreResult<Vec<OperatorAction>>>;
+    fn alert_delivery_list(&self, limit: usize) -> BoxFut<'_, StoreResult<Vec<AlertDelivery>>>;
     fn reload_plugins(&self) -> BoxFut<'_, Result<ReloadReport, ReloadError>>;
     fn plugin_versions(&self) -> Vec<PluginVersion>;
     fn plugins(&self) -> Arc<PluginSet>;
@@ -155,6 +157,9 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
         limit: usize,
     ) -> BoxFut<'a, StoreResult<Vec<OperatorAction>>> {
         Box::pin(self.store().action_list(job, limit))
+    }
+    fn alert_delivery_list(&self, limit: usize) -> BoxFut<'_, StoreResult<Vec<AlertDelivery>>> {
+        Box::pin(self.store().alert_delivery_list(limit))
     }
     fn reload_plugins(&self) -> BoxFut<'_, Result<ReloadReport, ReloadError>> {
         Box::pin(SchedulerHandle::reload_plugins(self))

@@ -30,6 +30,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(reload_plugins))
         .routes(routes!(schedule_preview))
         .routes(routes!(actions))
+        .routes(routes!(alerts))
         .routes(routes!(list_tokens, create_token))
         .routes(routes!(revoke_token))
 }
@@ -429,6 +430,56 @@ async fn actions(
     let limit = limit_of(q.limit, 50)?;
     let list = st.backend.action_list(None, limit).await?;
     Ok(Json(list.into_iter().map(ActionView::from).collect()))
+}
+
+/// One recorded alert delivery (what `takt alerts` lists).
+#[derive(Serialize, ToSchema)]
+struct AlertView {
+    id: Option<i64>,
+    at: String,
+    /// The node that delivered (or suppressed) it.
+    node: String,
+    channel: String,
+    /// `job:<name>` or `node:<id>`.
+    subject: String,
+    /// failed, timed_out, skipped, long_running, node_down, db_outage.
+    condition: String,
+    /// firing, recovered or digest.
+    kind: String,
+    run: Option<i64>,
+    /// sent, failed or suppressed.
+    outcome: String,
+    /// The alert's summary, and for a failure or a suppression why.
+    detail: String,
+}
+
+/// Every recorded alert delivery, newest first: sent, failed with the reason, or suppressed
+/// (a duplicate of an open episode, held back by the rate limit, dropped from a full queue).
+#[utoipa::path(get, path = "/api/v1/alerts", tag = "alerts", params(LimitQuery),
+    responses((status = 200, body = Vec<AlertView>), (status = 400, body = Problem), (status = 401, body = Problem)))]
+async fn alerts(
+    State(st): State<AppState>,
+    _caller: Caller,
+    Q(q): Q<LimitQuery>,
+) -> ApiResult<Json<Vec<AlertView>>> {
+    let limit = limit_of(q.limit, 50)?;
+    let list = st.backend.alert_delivery_list(limit).await?;
+    Ok(Json(
+        list.into_iter()
+            .map(|d| AlertView {
+                id: d.id,
+                at: d.at.to_string(),
+                node: d.node,
+                channel: d.channel,
+                subject: d.key.subject,
+                condition: d.key.condition,
+                kind: d.kind,
+                run: d.run,
+                outcome: d.outcome.name().to_string(),
+                detail: d.detail,
+            })
+            .collect(),
+    ))
 }
 
 /// A token as listed (never the token itself).

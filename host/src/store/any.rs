@@ -16,8 +16,8 @@ use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::run::{NodeId, Progress, Run, RunId};
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::{
-    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
-    PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
+    Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
+    LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
@@ -359,6 +359,7 @@ impl Store for AnyStore {
         fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
         fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
         fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;
+        fn run_backfill(&self, id: JobId, from: Timestamp, to: Timestamp, max: usize, now: Timestamp) -> StoreResult<Backfilled>;
         fn token_insert(&self, token: &NewToken) -> StoreResult<ApiToken>;
         fn token_list(&self) -> StoreResult<Vec<ApiToken>>;
         fn token_revoke(&self, name: &str, now: Timestamp) -> StoreResult<ApiToken>;

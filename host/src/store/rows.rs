@@ -11,7 +11,7 @@ use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
-use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason};
+use takt_core::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState, SkipReason, Trigger};
 use takt_core::store::access::{ApiToken, OperatorAction, Role};
 use takt_core::store::{DueJob, StoreError, StoreResult};
 
@@ -28,7 +28,7 @@ pub(crate) const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params
 pub(crate) const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
      finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
      progress_total, progress_message, skip_reason, next_attempt_at, node_instance, plugin, \
-     plugin_version, plugin_sha256";
+     plugin_version, plugin_sha256, triggered_by";
 
 /// A stored value the store cannot read back: someone edited the row by hand, or a newer
 /// takt wrote a form this one does not know.
@@ -177,6 +177,8 @@ pub(crate) struct RunRow {
     pub(crate) plugin: Option<String>,
     pub(crate) plugin_version: Option<String>,
     pub(crate) plugin_sha256: Option<String>,
+    /// NULL for runs recorded before the column existed (unknown).
+    pub(crate) trigger: Option<String>,
 }
 
 impl RunRow {
@@ -225,6 +227,10 @@ impl RunRow {
                 version: self.plugin_version.unwrap_or_default(),
                 sha256: self.plugin_sha256,
             }),
+            trigger: self
+                .trigger
+                .map(|t| Trigger::from_name(&t).ok_or_else(|| bad("triggered_by", &t)))
+                .transpose()?,
         })
     }
 }
@@ -334,6 +340,7 @@ impl RunRow {
             plugin_version: run.plugin.as_ref().map(|p| p.version.clone()),
             plugin_sha256: run.plugin.as_ref().and_then(|p| p.sha256.clone()),
             node_instance: run.node_instance.as_ref().map(|i| i.0.clone()),
+            trigger: run.trigger.map(|t| t.name().to_string()),
         })
     }
 }

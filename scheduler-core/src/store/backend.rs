@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use super::{RunFinish, StoreError, StoreResult};
 use crate::job::{JobDef, JobId, JobName, Validity};
 use crate::node::{InstanceId, NodeStatus, taken_over_message};
-use crate::run::{NodeId, Run, RunEvent, RunId, RunState, SkipReason};
+use crate::run::{NodeId, Run, RunEvent, RunId, RunState, SkipReason, Trigger};
 use crate::schedule::{OccurrenceKind, Schedule};
 
 /// The most DST-gap skips one advance of a job's next fire records; past that the job has no
@@ -39,6 +39,40 @@ pub fn next_firing(
         }
     }
     (None, skips)
+}
+
+/// How the claim's fire of `job` at `fire`, claimed at `now`, came to be ([`Trigger`]): a
+/// fire that is not a firing occurrence of the schedule (or of a job without one) was set by
+/// a trigger (`manual`); one later than the misfire lateness window was released by the
+/// misfire policy (`catch_up`); else `schedule`.
+pub fn trigger_of(job: &JobDef, fire: Timestamp, now: Timestamp) -> Trigger {
+    let scheduled = job.schedule.as_ref().is_some_and(|s| {
+        // `next_after` is exclusive: ask from one second before, so `fire` itself is found.
+        let before = fire
+            .checked_sub(jiff::SignedDuration::from_secs(1))
+            .unwrap_or(fire);
+        let mut next = s.next_after(before);
+        while let Some(o) = next {
+            if o.at > fire {
+                return false;
+            }
+            if o.at == fire && o.fires() {
+                return true;
+            }
+            next = s.next_following(&o);
+        }
+        false
+    });
+    if !scheduled {
+        return Trigger::Manual;
+    }
+    let window =
+        jiff::SignedDuration::try_from(job.misfire.lateness).unwrap_or(jiff::SignedDuration::MAX);
+    if now.duration_since(fire) > window {
+        Trigger::CatchUp
+    } else {
+        Trigger::Schedule
+    }
 }
 
 /// The claim's advance of `job`'s next fire past `fire`: [`next_firing`] kept inside the

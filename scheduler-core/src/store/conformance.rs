@@ -32,8 +32,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunCursor, RunFilter,
-    RunFinish, Store, StoreErrorKind,
+    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunCursor,
+    RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
 };
 use crate::attempt::{Attempt, AttemptOutcome};
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
@@ -42,7 +42,7 @@ use crate::pause::{Pause, PauseTarget};
 use crate::policy::{Backoff, RetryPolicy};
 use crate::run::{
     LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState,
-    SkipReason,
+    SkipReason, Trigger,
 };
 use crate::schedule::cron::CronExpr;
 use crate::schedule::{DstPolicy, GapPolicy, Interval, Rule, Schedule, Zone};
@@ -133,6 +133,8 @@ where
     check!(skipped_runs_keep_reason_and_unique_key);
     check!(claim_records_dst_gap_skips);
     check!(claims_keep_inside_the_validity_window);
+    check!(runs_record_how_they_came_to_be);
+    check!(backfill_fills_missing_fires_once_and_in_order);
     check!(paused_jobs_are_held_and_resume_per_their_misfire_policy);
     check!(group_and_node_pauses_hold_members_and_claims);
     check!(cancel_requests_reach_the_node_running_the_run);
@@ -164,7 +166,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 37;
+pub const CHECKS: usize = 39;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -372,6 +374,170 @@ pub async fn node_tags_route_jobs_to_the_nodes_that_serve_them<S: Store>(store: 
             .any(|c| c.run.job_id == tagged.id.expect("id") && c.run.attempt == 2),
         "the retry runs on a node with the tag"
     );
+}
+
+/// Every run the claim creates records its trigger, read back the same way by `run_get` and
+/// `run_list`: an on-time fire `schedule`, a fire set off the schedule by a trigger `manual`
+/// (and every run of a job without a schedule), a fire later than the misfire lateness
+/// window `catch_up`; a retry is another attempt of the same run and keeps its trigger.
+async fn runs_record_how_they_came_to_be<S: Store>(store: S) {
+    let mut job = every_minute("triggers");
+    job.retry = RetryPolicy::new(1, Backoff::Fixed(vec![Duration::from_secs(1)]));
+    let job = insert(&store, job).await;
+    let id = job.id.expect("id");
+    let stored = |run: &Run| {
+        let store = &store;
+        let rid = run.id.expect("stored");
+        async move { store.run_get(rid).await.expect("get").expect("exists") }
+    };
+
+    // On time: the schedule.
+    let on_time = claim_one(&store, "node-a", at(1)).await.run;
+    assert_eq!(on_time.trigger, Some(Trigger::Schedule), "{on_time:?}");
+    assert_eq!(stored(&on_time).await.trigger, Some(Trigger::Schedule));
+
+    // A trigger moves the next fire to an instant off the schedule: manual.
+    store
+        .job_set_next_fire(id, Some(at(60)), Some(at(30)))
+        .await
+        .expect("move the next fire");
+    let by_hand = claim_one(&store, "node-a", at(30)).await.run;
+    assert_eq!(by_hand.fire_time, at(30));
+    assert_eq!(stored(&by_hand).await.trigger, Some(Trigger::Manual));
+
+    // The next scheduled fire (t0 + 60s) claimed an hour late: released by the misfire
+    // policy, a catch-up.
+    let late = claim_one(&store, "node-a", at(3600)).await.run;
+    assert_eq!(late.fire_time, at(60));
+    assert_eq!(stored(&late).await.trigger, Some(Trigger::CatchUp));
+
+    // A retry is attempt 2 of the same run, with the run's trigger.
+    finish(&store, &on_time, failed(), at(2)).await;
+    let retried = claim_all(&store, at(3700))
+        .await
+        .into_iter()
+        .find(|c| c.run.id == on_time.id)
+        .expect("the retry is claimed")
+        .run;
+    assert_eq!(retried.attempt, 2);
+    assert_eq!(retried.trigger, Some(Trigger::Schedule));
+
+    // A job without a schedule runs only by hand.
+    let only_manual = insert(&store, manual("by-hand")).await;
+    let run = claim_all(&store, at(3800))
+        .await
+        .into_iter()
+        .find(|c| c.run.job_id == only_manual.id.expect("id"))
+        .expect("the manual job is claimed")
+        .run;
+    assert_eq!(run.trigger, Some(Trigger::Manual));
+
+    let listed = store.run_list(&RunFilter::default()).await.expect("list");
+    let of = |rid| listed.iter().find(|r| r.id == rid).map(|r| r.trigger);
+    assert_eq!(of(on_time.id), Some(Some(Trigger::Schedule)));
+    assert_eq!(of(by_hand.id), Some(Some(Trigger::Manual)));
+    assert_eq!(of(late.id), Some(Some(Trigger::CatchUp)));
+}
+
+/// A backfill records the fires of the range that have no run as queued runs (trigger
+/// `backfill`), leaves the others alone, creates nothing the second time, and its runs are
+/// claimed one at a time in fire-time order; bad input is refused with what to do.
+async fn backfill_fills_missing_fires_once_and_in_order<S: Store>(store: S) {
+    let job = insert(&store, every_minute("fill")).await;
+    let id = job.id.expect("id");
+    // The fire at t0 ran; the range [t0, t0 + 5 min) has five fires.
+    let first = claim_one(&store, "node-a", at(1)).await.run;
+    finish(
+        &store,
+        &first,
+        RunEvent::Succeeded { result_json: None },
+        at(2),
+    )
+    .await;
+    let now = at(7200);
+    let got = store
+        .run_backfill(id, t0(), at(300), 10_000, now)
+        .await
+        .expect("backfill");
+    assert_eq!(
+        got,
+        Backfilled {
+            fires: 5,
+            created: 4,
+            present: 1
+        }
+    );
+    let again = store
+        .run_backfill(id, t0(), at(300), 10_000, now)
+        .await
+        .expect("backfill again");
+    assert_eq!((again.created, again.present), (0, 5), "{again:?}");
+    let runs = store
+        .runs_between(Some(id), t0(), at(300))
+        .await
+        .expect("runs");
+    assert_eq!(runs.len(), 5);
+    assert!(
+        runs[1..]
+            .iter()
+            .all(|r| r.trigger == Some(Trigger::Backfill) && r.state == RunState::Pending),
+        "{runs:?}"
+    );
+
+    // One at a time, in fire-time order: a claim takes the oldest only.
+    let mut order = Vec::new();
+    for step in 0..4 {
+        let claimed: Vec<_> = claim_all(&store, at(7300 + step))
+            .await
+            .into_iter()
+            .filter(|c| c.run.trigger == Some(Trigger::Backfill))
+            .collect();
+        assert_eq!(
+            claimed.len(),
+            1,
+            "one backfilled run at a time: {claimed:?}"
+        );
+        order.push(claimed[0].run.fire_time);
+        finish(
+            &store,
+            &claimed[0].run,
+            RunEvent::Succeeded { result_json: None },
+            at(7300 + step),
+        )
+        .await;
+    }
+    assert_eq!(order, [at(60), at(120), at(180), at(240)]);
+
+    // Bad input.
+    let bad = |e: StoreError, kind: StoreErrorKind, text: &str| {
+        assert_eq!(e.kind(), kind, "{e}");
+        assert!(e.message().contains(text), "{e}");
+    };
+    let e = store
+        .run_backfill(id, at(300), t0(), 10, now)
+        .await
+        .unwrap_err();
+    bad(e, StoreErrorKind::Invalid, "reversed");
+    let e = store
+        .run_backfill(id, t0(), at(3600), 10, now)
+        .await
+        .unwrap_err();
+    bad(
+        e,
+        StoreErrorKind::Invalid,
+        "holds 60 fires, more than --max 10",
+    );
+    let no_schedule = insert(&store, manual("no-schedule")).await;
+    let e = store
+        .run_backfill(no_schedule.id.expect("id"), t0(), at(300), 10, now)
+        .await
+        .unwrap_err();
+    bad(e, StoreErrorKind::Invalid, "no recurring schedule");
+    let e = store
+        .run_backfill(JobId(999_999), t0(), at(300), 10, now)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::NotFound, "{e}");
 }
 
 /// A manual-only job (no schedule) due at `t0`.

@@ -430,6 +430,18 @@ impl DueJob {
     }
 }
 
+/// What [`Store::run_backfill`] did: of the `fires` of the range, `created` got a queued run
+/// and `present` already had a run (their (job, fire time) key was taken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backfilled {
+    /// The fires of the job's schedule in the range (inside its validity window).
+    pub fires: usize,
+    /// Runs created (queued, trigger `backfill`).
+    pub created: usize,
+    /// Fires that already had a run.
+    pub present: usize,
+}
+
 /// A request to cancel a run, written to the database by whoever asked (any node, the CLI,
 /// the API) and obeyed by the node running the run ([`Store::cancel_requests`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -647,6 +659,22 @@ pub trait Store: Send + Sync {
         fire: Timestamp,
         now: Timestamp,
     ) -> impl Future<Output = StoreResult<Run>> + Send;
+
+    /// Backfills job `id` over `[from, to)` at `now` (engine: `store/engine/backfill.rs`):
+    /// every fire of its schedule in the range, inside its validity window, that has no run
+    /// yet is recorded as a queued run with trigger `backfill`, in one transaction; the claim
+    /// then runs them one at a time in fire-time order, never beside another run of the job.
+    /// Invalid for a reversed or empty range, `max` 0, more than `max` fires (the message
+    /// gives the count), a job without a recurring schedule; NotFound for a missing job;
+    /// Conflict for a paused job.
+    fn run_backfill(
+        &self,
+        id: JobId,
+        from: Timestamp,
+        to: Timestamp,
+        max: usize,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<Backfilled>> + Send;
 
     // ---- runs ----------------------------------------------------------------------------
 

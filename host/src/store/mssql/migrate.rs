@@ -40,6 +40,7 @@ pub const MSSQL_MIGRATIONS: &[Migration] = &[
     Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
     Migration::new(7, "api_access", sql!("0007_api_access.sql")),
     Migration::new(8, "alerts", sql!("0008_alerts.sql")),
+    Migration::new(9, "run_triggers", sql!("0009_run_triggers.sql")),
 ];
 
 /// The schema version this binary writes for SQL Server.

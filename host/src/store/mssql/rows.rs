@@ -91,6 +91,7 @@ pub(super) fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         plugin: c.text(19)?,
         plugin_version: c.text(20)?,
         plugin_sha256: c.text(21)?,
+        trigger: c.text(22)?,
     }
     .into_run(shown)
 }
@@ -156,6 +157,7 @@ pub(super) fn run_params(p: &mut Params, r: RunRow) -> StoreResult<Vec<String>> 
         p.add(text(r.plugin)),
         p.add(text(r.plugin_version)),
         p.add(text(r.plugin_sha256)),
+        p.add(text(r.trigger)),
     ])
 }
 

@@ -42,6 +42,7 @@ pub const PG_MIGRATIONS: &[Migration] = &[
     Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
     Migration::new(7, "api_access", sql!("0007_api_access.sql")),
     Migration::new(8, "alerts", sql!("0008_alerts.sql")),
+    Migration::new(9, "run_triggers", sql!("0009_run_triggers.sql")),
 ];
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).

@@ -135,6 +135,7 @@ pub(super) fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         plugin: r.try_get(19).map_err(&bad)?,
         plugin_version: r.try_get(20).map_err(&bad)?,
         plugin_sha256: r.try_get(21).map_err(&bad)?,
+        trigger: r.try_get(22).map_err(&bad)?,
     }
     .into_run(shown)
 }
@@ -219,17 +220,18 @@ pub(super) struct RunBatch {
     skip_reason: Vec<Option<String>>,
     next_attempt_at: Vec<Option<SystemTime>>,
     node_instance: Vec<Option<String>>,
+    trigger: Vec<Option<String>>,
     claim_token: Vec<i64>,
 }
 
 const INSERT_RUNS: &str = "INSERT INTO runs (job_id, fire_time, state, attempt, created_at, \
      started_at, finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, \
      progress_done, progress_total, progress_message, skip_reason, next_attempt_at, \
-     node_instance, claim_token) \
+     node_instance, triggered_by, claim_token) \
      SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::integer[], \
      $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::timestamptz[], \
      $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], \
-     $16::text[], $17::timestamptz[], $18::text[], $19::bigint[]) \
+     $16::text[], $17::timestamptz[], $18::text[], $19::text[], $20::bigint[]) \
      ON CONFLICT (job_id, fire_time) DO NOTHING";
 
 impl RunBatch {
@@ -253,6 +255,7 @@ impl RunBatch {
         self.skip_reason.push(r.skip_reason);
         self.next_attempt_at.push(st_opt(r.next_attempt_at));
         self.node_instance.push(r.node_instance);
+        self.trigger.push(r.trigger);
         self.claim_token.push(token);
         Ok(())
     }
@@ -298,6 +301,7 @@ impl RunBatch {
                     &self.skip_reason,
                     &self.next_attempt_at,
                     &self.node_instance,
+                    &self.trigger,
                     &self.claim_token,
                 ],
             )

@@ -193,6 +193,7 @@ impl RunRow {
             plugin: r.get(19)?,
             plugin_version: r.get(20)?,
             plugin_sha256: r.get(21)?,
+            trigger: r.get(22)?,
         })
     }
 }
@@ -223,6 +224,7 @@ fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
         text(r.plugin),
         text(r.plugin_version),
         text(r.plugin_sha256),
+        text(r.trigger),
     ])
 }
 

@@ -25,7 +25,7 @@ use crate::job::{JobDef, JobId};
 use crate::pause::PauseKind;
 use crate::run::{Run, RunId, RunState};
 use crate::store::backend::{
-    add, advance, job_missing, outside_validity, run_changed, run_missing,
+    add, advance, job_missing, outside_validity, run_changed, run_missing, trigger_of,
 };
 use crate::store::{ClaimParams, ClaimedRun, StoreError, StoreResult};
 
@@ -159,12 +159,14 @@ async fn claim_once<D: Dialect>(
                     for (at, reason) in skips {
                         runs.push(Run::skipped(id, at, reason, None, p.now));
                     }
+                    let trigger = Some(trigger_of(&job, fire, p.now));
                     match outside_validity(&job, fire, p.now) {
-                        Some(skipped) => runs.push(skipped),
-                        None => runs.push(
-                            p.new_run(id, fire, lease_until, &job.retry)
-                                .map_err(StoreError::from)?,
-                        ),
+                        Some(skipped) => runs.push(Run { trigger, ..skipped }),
+                        None => runs.push(Run {
+                            trigger,
+                            ..p.new_run(id, fire, lease_until, &job.retry)
+                                .map_err(StoreError::from)?
+                        }),
                     }
                     job.next_fire = next;
                     fired.push((key, *job));

@@ -19,6 +19,7 @@
 //! The engine performs no I/O of its own and reads no clock: it awaits the dialect's
 //! futures, and the pauses between retries are the dialect's ([`Dialect::pause`]).
 
+pub mod backfill;
 mod cancel;
 mod claim;
 mod dialect;
@@ -41,8 +42,8 @@ use super::backend::{
     recovery_event, run_changed, run_missing, stale_version, unfinishable,
 };
 use super::{
-    CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine,
-    PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
+    Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
+    LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use crate::alert::{AlertDelivery, AlertKey, clip, limits};
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
@@ -685,6 +686,17 @@ impl<T: DialectStore> Store for T {
         self.engine()
             .insert_keyed(&Run::pending(job, fire, now))
             .await
+    }
+
+    async fn run_backfill(
+        &self,
+        id: JobId,
+        from: Timestamp,
+        to: Timestamp,
+        max: usize,
+        now: Timestamp,
+    ) -> StoreResult<Backfilled> {
+        self.engine().run_backfill(id, from, to, max, now).await
     }
 
     async fn run_set_state_if_running(
