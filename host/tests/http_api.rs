@@ -751,6 +751,230 @@ async fn tokens_and_roles_decide_who_may_do_what() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_audit_and_pauses_of_jobs_groups_and_nodes() {
+    let d = dir("workflow");
+    let store = SqliteStore::open(d.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let viewer = token(&store, "wall-screen", Role::Viewer).await;
+    let operator = token(&store, "shift-lead", Role::Operator).await;
+    let admin = token(&store, "it", Role::Admin).await;
+    let host = host_on(store.clone(), local()).await.unwrap();
+    let anon = Api::of(&host);
+    let (v, o, a) = (anon.with(&viewer), anon.with(&operator), anon.with(&admin));
+    let mut body = job("w", "t::ok");
+    body["group"] = json!("line1");
+    body["schedule"] = json!({"cron": "0 3 1 1 *"});
+    assert_eq!(a.post("/api/v1/jobs", body).await.0, StatusCode::CREATED);
+
+    // why: the report of `takt why --json`.
+    assert_eq!(
+        anon.get("/api/v1/jobs/w/why").await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    let (s, r) = v.get("/api/v1/jobs/w/why").await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["job"], "w");
+    assert!(
+        r["conclusion"].as_str().is_some_and(|c| !c.is_empty()),
+        "{r}"
+    );
+    assert!(r["reasons"].is_array(), "{r}");
+    let (s, r) = v.get("/api/v1/jobs/w/why?at=2026-03-29T01:30:00Z").await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert!(r["at"].is_object(), "{r}");
+    let (s, p) = v.get("/api/v1/jobs/w/why?at=yesterday").await;
+    assert_eq!(
+        (s, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("at")),
+        "{p}"
+    );
+    assert_eq!(
+        v.get("/api/v1/jobs/ghost/why").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // audit: 200 with the report, gaps or not; bad ranges name their parameter.
+    let (s, r) = v
+        .get("/api/v1/audit?from=2026-01-01&to=2026-01-02&job=w")
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert!(r["gaps"].is_u64() && r["duplicates"].is_u64(), "{r}");
+    assert_eq!(r["jobs"][0]["job"], "w", "{r}");
+    let (s, p) = v.get("/api/v1/audit?from=2026-01-02&to=2026-01-01").await;
+    assert_eq!(
+        (s, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("to")),
+        "{p}"
+    );
+    let (s, p) = v.get("/api/v1/audit?from=soon&to=2026-01-01").await;
+    assert_eq!(
+        (s, p["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("from")),
+        "{p}"
+    );
+    let (s, p) = v.get("/api/v1/audit?from=2026-01-01").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{p}");
+    let (s, p) = v
+        .get("/api/v1/audit?from=2026-01-01&to=2026-01-02&job=ghost")
+        .await;
+    assert_eq!(
+        (s, p["field"].as_str()),
+        (StatusCode::NOT_FOUND, Some("job")),
+        "{p}"
+    );
+
+    // A job's pause: operator only, by the token's name, twice is a conflict.
+    let (s, p) = v.post("/api/v1/jobs/w/pause", json!({})).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{p}");
+    let (s, p) = o.post("/api/v1/jobs/w/pause", json!({"why": "x"})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{p}");
+    let (s, j) = o
+        .post(
+            "/api/v1/jobs/w/pause",
+            json!({"reason": "line maintenance"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+    assert_eq!(j["state"], "paused", "{j}");
+    assert_eq!(j["pause"]["paused_by"], "shift-lead", "{j}");
+    assert_eq!(j["pause"]["reason"], "line maintenance", "{j}");
+    assert_eq!(
+        o.post("/api/v1/jobs/w/pause", json!({})).await.0,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        o.post("/api/v1/jobs/ghost/pause", json!({})).await.0,
+        StatusCode::NOT_FOUND
+    );
+    // why names the pause (who, why, how to end it), not an ended schedule.
+    let (s, r) = v.get("/api/v1/jobs/w/why").await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let text = r.to_string();
+    assert!(text.contains("\"paused\""), "a paused reason: {r}");
+    assert!(
+        text.contains("shift-lead") && text.contains("line maintenance"),
+        "{r}"
+    );
+    assert!(!text.contains("schedule_ended"), "{r}");
+    assert!(
+        r["conclusion"].as_str().unwrap().contains("will not fire"),
+        "{r}"
+    );
+    let (s, list) = v.get("/api/v1/pauses").await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(
+        (list[0]["target"].as_str(), list[0]["name"].as_str()),
+        (Some("job"), Some("w"))
+    );
+    let (s, j) = o.post("/api/v1/jobs/w/resume", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+    assert!(j["pause"].is_null(), "{j}");
+    assert_eq!(
+        o.post("/api/v1/jobs/w/resume", json!({})).await.0,
+        StatusCode::CONFLICT
+    );
+
+    // A group's pause.
+    let (s, g) = o.post("/api/v1/groups/line1/pause", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{g}");
+    assert_eq!(
+        (g["group"].as_str(), g["jobs"].as_array().map(Vec::len)),
+        (Some("line1"), Some(1))
+    );
+    assert_eq!(
+        o.post("/api/v1/groups/line1/pause", json!({})).await.0,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        o.post("/api/v1/groups/empty/pause", json!({})).await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        v.post("/api/v1/groups/line1/resume", json!({})).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let (s, g) = o.post("/api/v1/groups/line1/resume", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{g}");
+    assert_eq!(g["resumed"], "line1");
+    assert_eq!(
+        o.post("/api/v1/groups/line1/resume", json!({})).await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // A node's pause reaches its loop through the store: a trigger waits until the resume.
+    let node = format!("api-{}", std::process::id());
+    assert_eq!(
+        o.post("/api/v1/nodes/ghost/pause", json!({})).await.0,
+        StatusCode::NOT_FOUND
+    );
+    let (s, n) = o
+        .post(
+            &format!("/api/v1/nodes/{node}/pause"),
+            json!({"reason": "swap"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{n}");
+    assert_eq!(
+        (n["node"].as_str(), n["paused_by"].as_str()),
+        (Some(node.as_str()), Some("shift-lead"))
+    );
+    assert_eq!(
+        o.post(&format!("/api/v1/nodes/{node}/pause"), json!({}))
+            .await
+            .0,
+        StatusCode::CONFLICT
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        o.post("/api/v1/jobs/w/trigger", json!({})).await.0,
+        StatusCode::ACCEPTED
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, runs) = v.get("/api/v1/runs?job=w&state=succeeded").await;
+    assert!(
+        runs["items"].as_array().unwrap().is_empty(),
+        "a paused node ran it: {runs}"
+    );
+    let (s, n) = o
+        .post(&format!("/api/v1/nodes/{node}/resume"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{n}");
+    wait_for(&v, "/api/v1/runs?job=w&state=succeeded", |r| {
+        !r["items"].as_array().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(
+        o.post(&format!("/api/v1/nodes/{node}/resume"), json!({}))
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+
+    // Every pause and resume is an operator action by the token's name.
+    let (_, acts) = v.get("/api/v1/actions").await;
+    let done: Vec<(&str, &str)> = acts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["action"].as_str().unwrap(), x["actor"].as_str().unwrap()))
+        .collect();
+    for want in [
+        "pause",
+        "resume",
+        "group-pause",
+        "group-resume",
+        "node-pause",
+        "node-resume",
+    ] {
+        assert!(
+            done.contains(&(want, "shift-lead")),
+            "{want} recorded: {done:?}"
+        );
+    }
+    host.shutdown(Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_page_and_stream_live_and_a_running_run_is_cancelled() {
     let d = dir("logs");
     let store = SqliteStore::open(d.join("takt.db"), &SqliteOptions::default()).unwrap();
@@ -927,6 +1151,15 @@ async fn the_openapi_document_lists_exactly_the_routes_served() {
         ("POST", "/api/v1/runs/{id}/cancel"),
         ("GET", "/api/v1/runs/{id}/logs"),
         ("GET", "/api/v1/runs/{id}/logs/stream"),
+        ("GET", "/api/v1/jobs/{name}/why"),
+        ("GET", "/api/v1/audit"),
+        ("GET", "/api/v1/pauses"),
+        ("POST", "/api/v1/jobs/{name}/pause"),
+        ("POST", "/api/v1/jobs/{name}/resume"),
+        ("POST", "/api/v1/groups/{group}/pause"),
+        ("POST", "/api/v1/groups/{group}/resume"),
+        ("POST", "/api/v1/nodes/{id}/pause"),
+        ("POST", "/api/v1/nodes/{id}/resume"),
     ]
     .into_iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))
@@ -939,7 +1172,10 @@ async fn the_openapi_document_lists_exactly_the_routes_served() {
     assert_eq!(served, listed, "the served document is the router's");
     // Every documented route is served: none answers "no such route" or "method not allowed".
     for (method, path) in &listed {
-        let concrete = path.replace("{name}", "nope").replace("{id}", "1");
+        let concrete = path
+            .replace("{name}", "nope")
+            .replace("{id}", "1")
+            .replace("{group}", "nope");
         let m = Method::from_bytes(method.as_bytes()).unwrap();
         let body = if m == Method::POST || m == Method::PUT {
             Some(json!({}))
@@ -1182,7 +1418,11 @@ async fn alert_deliveries_are_listed_newest_first_and_a_bad_limit_is_refused() {
     let api = Api::of(&host);
 
     let (s, v) = api.get("/api/v1/alerts").await;
-    assert_eq!((s, v.as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{v}");
+    assert_eq!(
+        (s, v.as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{v}"
+    );
     for (n, outcome) in [(1, DeliveryOutcome::Sent), (2, DeliveryOutcome::Failed)] {
         store
             .alert_delivery_add(&AlertDelivery {

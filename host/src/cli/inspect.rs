@@ -4,7 +4,6 @@
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use jiff::Timestamp;
-use jiff::civil::{Date, DateTime};
 use takt_core::job::JobName;
 
 use super::db::{DbArg, block_on};
@@ -46,45 +45,17 @@ pub(super) struct AuditArgs {
     db: DbArg,
 }
 
-const TIME_FORMS: &str = "give an RFC 3339 instant such as 2026-03-29T01:30:00Z or \
-                          2026-03-29T09:30:00+08:00, or a date-time such as 2026-03-29T02:30";
-
 fn job_name(flag: &str, text: &str) -> Result<JobName> {
     JobName::new(text).map_err(|e| anyhow!("{flag}: {e}"))
 }
 
-/// `--at`: an instant, or a wall-clock time for the job's zone.
 fn parse_at(text: &str) -> Result<At> {
-    if let Ok(t) = text.parse::<Timestamp>() {
-        return Ok(At::Instant(t));
-    }
-    let civil = text.replacen(' ', "T", 1);
-    if let Ok(dt) = civil.parse::<DateTime>() {
-        return Ok(At::Local(dt));
-    }
-    if let Ok(d) = civil.parse::<Date>() {
-        return Ok(At::Local(d.to_datetime(jiff::civil::Time::midnight())));
-    }
-    bail!("--at \"{text}\" is not a time; {TIME_FORMS} (taken in the job's zone)")
+    crate::inspect::parse_at("--at", text).map_err(anyhow::Error::msg)
 }
 
-/// `--from` / `--to`: an instant, or a date(-time) in UTC.
+/// `--from` / `--to`: an instant, or a date(-time) in UTC (the API reads them alike).
 pub(super) fn parse_bound(flag: &str, text: &str) -> Result<Timestamp> {
-    if let Ok(t) = text.parse::<Timestamp>() {
-        return Ok(t);
-    }
-    let civil = text.replacen(' ', "T", 1);
-    let dt = civil
-        .parse::<DateTime>()
-        .or_else(|_| {
-            civil
-                .parse::<Date>()
-                .map(|d| d.to_datetime(jiff::civil::Time::midnight()))
-        })
-        .map_err(|_| anyhow!("{flag} \"{text}\" is not a time; {TIME_FORMS} (taken as UTC)"))?;
-    jiff::tz::TimeZone::UTC
-        .to_timestamp(dt)
-        .map_err(|e| anyhow!("{flag} \"{text}\": {e}"))
+    crate::inspect::parse_bound(flag, text).map_err(anyhow::Error::msg)
 }
 
 /// The present: the database's clock where it has one shared by every node.

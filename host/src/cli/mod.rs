@@ -21,7 +21,7 @@ pub(crate) mod job;
 pub mod logging;
 mod nodes;
 mod notify;
-mod pause;
+pub(crate) mod pause;
 mod plugin;
 mod run;
 mod runs;

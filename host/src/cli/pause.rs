@@ -58,7 +58,7 @@ pub(super) fn operator() -> String {
 }
 
 /// A pause as JSON.
-pub(super) fn pause_json(p: &Pause) -> Value {
+pub(crate) fn pause_json(p: &Pause) -> Value {
     json!({"paused_at": p.at.to_string(), "paused_by": p.by, "reason": p.reason})
 }
 
@@ -123,7 +123,7 @@ pub(super) enum NodeCmd {
     },
 }
 
-fn resumed_json(what: &str, r: &Resumed) -> Value {
+pub(crate) fn resumed_json(what: &str, r: &Resumed) -> Value {
     json!({
         "resumed": what,
         "jobs": r.jobs.iter().map(|j| j.0).collect::<Vec<_>>(),

@@ -12,11 +12,14 @@ use jiff::Timestamp;
 use takt_core::alert::AlertDelivery;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::NodeStatus;
-use takt_core::pause::{Pause, PauseTarget};
+use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::run::{Run, RunId};
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::{CancelOutcome, LogLine, RunFilter, Store, StoreResult};
 
+use crate::inspect::InspectError;
+use crate::inspect::audit::{AuditReport, AuditRequest};
+use crate::inspect::why::{At, WhyReport};
 use crate::metrics::Snapshot;
 use crate::plugins::{PluginSet, PluginVersion, ReloadError, ReloadReport};
 use crate::scheduler::{SchedulerError, SchedulerHandle};
@@ -54,6 +57,28 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BoxFut<'a, StoreResult<CancelOutcome>>;
     fn job_paused(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<(PauseTarget, Pause)>>>;
     fn pause_list(&self) -> BoxFut<'_, StoreResult<Vec<(PauseTarget, Pause)>>>;
+    /// [`Store::pause`], as `takt job|group|node pause` calls it. A node's pause reaches its
+    /// loop the way the command's does: the loop reads its pause from the store.
+    fn pause<'a>(
+        &'a self,
+        target: &'a PauseTarget,
+        pause: &'a Pause,
+    ) -> BoxFut<'a, StoreResult<Vec<JobId>>>;
+    /// [`Store::resume`], as `takt job|group|node resume` calls it.
+    fn resume<'a>(
+        &'a self,
+        target: &'a PauseTarget,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<Resumed>>;
+    /// [`crate::inspect::why::why`], as `takt why` calls it.
+    fn why<'a>(
+        &'a self,
+        name: &'a JobName,
+        at: Option<At>,
+        now: Timestamp,
+    ) -> BoxFut<'a, Result<WhyReport, InspectError>>;
+    /// [`crate::inspect::audit::audit`], as `takt audit` calls it.
+    fn audit<'a>(&'a self, req: &'a AuditRequest) -> BoxFut<'a, Result<AuditReport, InspectError>>;
     fn node_list(&self) -> BoxFut<'_, StoreResult<Vec<NodeStatus>>>;
     fn token_list(&self) -> BoxFut<'_, StoreResult<Vec<ApiToken>>>;
     fn token_insert<'a>(&'a self, token: &'a NewToken) -> BoxFut<'a, StoreResult<ApiToken>>;
@@ -131,6 +156,39 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn pause_list(&self) -> BoxFut<'_, StoreResult<Vec<(PauseTarget, Pause)>>> {
         Box::pin(self.store().pause_list())
+    }
+    fn pause<'a>(
+        &'a self,
+        target: &'a PauseTarget,
+        pause: &'a Pause,
+    ) -> BoxFut<'a, StoreResult<Vec<JobId>>> {
+        Box::pin(self.store().pause(target, pause))
+    }
+    fn resume<'a>(
+        &'a self,
+        target: &'a PauseTarget,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<Resumed>> {
+        Box::pin(async move {
+            let r = self.store().resume(target, now).await;
+            // A released job may be due at once (a fire its misfire policy keeps): let this
+            // node's loop look now rather than at its next planned pass.
+            if r.is_ok() {
+                self.wake();
+            }
+            r
+        })
+    }
+    fn why<'a>(
+        &'a self,
+        name: &'a JobName,
+        at: Option<At>,
+        now: Timestamp,
+    ) -> BoxFut<'a, Result<WhyReport, InspectError>> {
+        Box::pin(crate::inspect::why::why(self.store(), name, at, now))
+    }
+    fn audit<'a>(&'a self, req: &'a AuditRequest) -> BoxFut<'a, Result<AuditReport, InspectError>> {
+        Box::pin(crate::inspect::audit::audit(self.store(), req))
     }
     fn node_list(&self) -> BoxFut<'_, StoreResult<Vec<NodeStatus>>> {
         Box::pin(self.store().node_list())

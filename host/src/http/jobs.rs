@@ -59,7 +59,7 @@ pub(super) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
 }
 
 /// The job as the API shows it: the CLI's JSON (its state, pause included) with masked params.
-async fn view(st: &AppState, job: &JobDef) -> ApiResult<Value> {
+pub(super) async fn view(st: &AppState, job: &JobDef) -> ApiResult<Value> {
     let paused = match job.id {
         Some(id) => st.backend.job_paused(id).await?,
         None => None,

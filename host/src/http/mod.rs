@@ -8,7 +8,7 @@
 //! - [`auth`]: bearer tokens with roles, constant-time checks, lockouts after failures.
 //! - [`problem`]: RFC 9457 errors naming the field at fault.
 //! - [`mask`]: secret-looking values masked in every response.
-//! - `jobs`, `runs`, `system`: the handlers, each annotated for the OpenAPI document, which
+//! - `jobs`, `runs`, `system`, `workflow` (why, audit, pause/resume): the handlers, each annotated for the OpenAPI document, which
 //!   `utoipa-axum` collects from the very routes the router serves (so the document cannot
 //!   list a route that is not served, or miss one).
 //!
@@ -27,6 +27,7 @@ pub mod problem;
 mod jobs;
 mod runs;
 mod system;
+mod workflow;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -213,6 +214,7 @@ fn routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(system::routes())
         .merge(jobs::routes())
         .merge(runs::routes())
+        .merge(workflow::routes())
         .split_for_parts()
 }
 

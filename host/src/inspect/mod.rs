@@ -41,6 +41,50 @@ pub enum InspectError {
     Store(#[from] takt_core::store::StoreError),
 }
 
+/// The forms a time may be given in, for the error messages of [`parse_at`] and
+/// [`parse_bound`].
+pub const TIME_FORMS: &str = "give an RFC 3339 instant such as 2026-03-29T01:30:00Z or \
+                              2026-03-29T09:30:00+08:00, or a date-time such as 2026-03-29T02:30";
+
+/// The instant asked about by `takt why --at` and `GET …/why?at=`: an RFC 3339 instant, or a
+/// wall-clock time (or date) for the job's zone. `name` is the flag or parameter, for the
+/// message.
+pub fn parse_at(name: &str, text: &str) -> Result<why::At, String> {
+    if let Ok(t) = text.parse::<Timestamp>() {
+        return Ok(why::At::Instant(t));
+    }
+    let civil = text.replacen(' ', "T", 1);
+    if let Ok(dt) = civil.parse::<jiff::civil::DateTime>() {
+        return Ok(why::At::Local(dt));
+    }
+    if let Ok(d) = civil.parse::<jiff::civil::Date>() {
+        return Ok(why::At::Local(d.to_datetime(jiff::civil::Time::midnight())));
+    }
+    Err(format!(
+        "{name} \"{text}\" is not a time; {TIME_FORMS} (taken in the job's zone)"
+    ))
+}
+
+/// An audit bound (`--from` / `--to`, `?from=` / `?to=`): an instant, or a date(-time) taken
+/// as UTC.
+pub fn parse_bound(name: &str, text: &str) -> Result<Timestamp, String> {
+    if let Ok(t) = text.parse::<Timestamp>() {
+        return Ok(t);
+    }
+    let civil = text.replacen(' ', "T", 1);
+    let dt = civil
+        .parse::<jiff::civil::DateTime>()
+        .or_else(|_| {
+            civil
+                .parse::<jiff::civil::Date>()
+                .map(|d| d.to_datetime(jiff::civil::Time::midnight()))
+        })
+        .map_err(|_| format!("{name} \"{text}\" is not a time; {TIME_FORMS} (taken as UTC)"))?;
+    jiff::tz::TimeZone::UTC
+        .to_timestamp(dt)
+        .map_err(|e| format!("{name} \"{text}\": {e}"))
+}
+
 /// An instant in RFC 3339 UTC form (reports carry instants as text).
 pub(crate) fn utc(t: Timestamp) -> String {
     t.to_string()

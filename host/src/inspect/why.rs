@@ -16,8 +16,9 @@ use jiff::civil::DateTime;
 use jiff::tz::AmbiguousOffset;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
-use takt_core::job::{JobDef, JobName};
+use takt_core::job::{JobDef, JobName, Validity};
 use takt_core::node::{NodeSession, NodeStatus};
+use takt_core::pause::{Pause, PauseTarget};
 use takt_core::policy::MisfireAction;
 use takt_core::run::{Run, RunState};
 use takt_core::schedule::{GapPolicy, Occurrence, OccurrenceKind};
@@ -56,7 +57,8 @@ pub struct FireView {
 /// A reason the next fire might not run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Reason {
-    /// A stable code: `disabled`, `no_schedule`, `schedule_ended`, `no_live_node`,
+    /// A stable code: `disabled`, `paused`, `not_yet_effective`, `expired`, `no_schedule`,
+    /// `schedule_ended`, `no_live_node`, `node_paused`,
     /// `no_node_for_tag`, `capacity_full`, `handler_unresolved`, `overdue_misfire`,
     /// `dst_gap_ahead`, `dst_fold_ahead`.
     pub code: &'static str,
@@ -79,13 +81,26 @@ pub struct Facts<'a> {
     pub pending: usize,
     /// The job's latest runs, newest first.
     pub recent: &'a [Run],
+    /// The pause holding the job (its own, else its group's), if any.
+    pub paused: Option<&'a (PauseTarget, Pause)>,
+    /// Paused nodes, by id (they claim nothing).
+    pub paused_nodes: &'a [String],
 }
 
 /// A check: the reasons it finds in the facts.
 pub type Check = fn(&Facts<'_>) -> Vec<Reason>;
 
 /// Every check, in the order reasons are shown. Where the workflow rules plug in.
-pub const CHECKS: &[Check] = &[disabled, no_schedule, nodes, handler, overdue, dst_ahead];
+pub const CHECKS: &[Check] = &[
+    disabled,
+    paused,
+    validity,
+    no_schedule,
+    nodes,
+    handler,
+    overdue,
+    dst_ahead,
+];
 
 /// The answer.
 #[derive(Clone, Debug, Serialize)]
@@ -203,12 +218,24 @@ pub async fn why<S: Store>(
             ..RunFilter::default()
         })
         .await?;
+    let paused = store.job_paused(id).await?;
+    let paused_nodes: Vec<String> = store
+        .pause_list()
+        .await?
+        .into_iter()
+        .filter_map(|(t, _)| match t {
+            PauseTarget::Node(n) => Some(n.0),
+            _ => None,
+        })
+        .collect();
     let facts = Facts {
         job: &job,
         now,
         nodes: &nodes,
         pending,
         recent: &recent,
+        paused: paused.as_ref(),
+        paused_nodes: &paused_nodes,
     };
     for check in CHECKS {
         report.reasons.extend(check(&facts));
@@ -279,7 +306,58 @@ fn disabled(f: &Facts<'_>) -> Vec<Reason> {
     }]
 }
 
+fn paused(f: &Facts<'_>) -> Vec<Reason> {
+    let Some((target, p)) = f.paused else {
+        return Vec::new();
+    };
+    let text = match target {
+        PauseTarget::Group(g) => format!(
+            "its group {g} is {p}; takt group resume {g} (its misfire policy decides what the \
+             paused time runs, the rest is recorded skipped, reason paused)"
+        ),
+        _ => format!(
+            "it is {p}; takt job resume {} (its misfire policy decides what the paused time \
+             runs, the rest is recorded skipped, reason paused)",
+            f.job.name
+        ),
+    };
+    vec![Reason {
+        code: "paused",
+        blocks: true,
+        text,
+    }]
+}
+
+fn validity(f: &Facts<'_>) -> Vec<Reason> {
+    match f.job.validity_at(f.now) {
+        Validity::NotYet => vec![Reason {
+            code: "not_yet_effective",
+            blocks: false,
+            text: format!(
+                "it is not effective before {} (effective_from): nothing fires before then",
+                f.job
+                    .effective_from
+                    .map_or_else(String::new, |t| t.to_string())
+            ),
+        }],
+        Validity::Expired => vec![Reason {
+            code: "expired",
+            blocks: true,
+            text: format!(
+                "it expired at {} (expires_at); takt job update {} --expires-at \"\" lifts it",
+                f.job.expires_at.map_or_else(String::new, |t| t.to_string()),
+                f.job.name
+            ),
+        }],
+        Validity::Inside => Vec::new(),
+    }
+}
+
 fn no_schedule(f: &Facts<'_>) -> Vec<Reason> {
+    if f.paused.is_some() || f.job.validity_at(f.now) == Validity::Expired {
+        // A pause holds the next fire aside, and an expiry ends it: said by their checks.
+        return Vec::new();
+    }
     match (&f.job.schedule, f.job.next_fire) {
         (None, None) => vec![Reason {
             code: "no_schedule",
@@ -328,6 +406,25 @@ fn nodes(f: &Facts<'_>) -> Vec<Reason> {
             },
         }];
     }
+    let paused: Vec<&str> = live
+        .iter()
+        .map(|n| n.info.id.0.as_str())
+        .filter(|id| f.paused_nodes.iter().any(|p| p == id))
+        .collect();
+    if !paused.is_empty() && paused.len() == live.len() {
+        return vec![Reason {
+            code: "node_paused",
+            blocks: true,
+            text: format!(
+                "every live node is paused ({}), so none claims; takt node resume ID",
+                paused.join(", ")
+            ),
+        }];
+    }
+    let live: Vec<&NodeStatus> = live
+        .into_iter()
+        .filter(|n| !paused.contains(&n.info.id.0.as_str()))
+        .collect();
     let serving: Vec<&NodeStatus> = live
         .iter()
         .copied()
