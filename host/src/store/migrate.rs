@@ -29,6 +29,31 @@ impl Migration {
     }
 }
 
+/// The server backends' migrations, one list for both: PostgreSQL and SQL Server share
+/// their numbering and names (every schema change lands in `sql/postgres/` and `sql/mssql/`
+/// under the same number, each in its own dialect), so the list is written once and each
+/// backend embeds the files of its own directory (`server_migrations!("postgres")`). SQLite
+/// has its own numbering (its claim-index migration has no server counterpart).
+macro_rules! server_migrations {
+    ($dir:literal) => {
+        &[
+            $crate::store::migrate::Migration::new(1, "init", $crate::store::migrate::server_migrations!(@file $dir, "0001_init.sql")),
+            $crate::store::migrate::Migration::new(2, "node_identity", $crate::store::migrate::server_migrations!(@file $dir, "0002_node_identity.sql")),
+            $crate::store::migrate::Migration::new(3, "isolation_plugin_builds", $crate::store::migrate::server_migrations!(@file $dir, "0003_isolation_plugin_builds.sql")),
+            $crate::store::migrate::Migration::new(4, "attempts_node_sessions", $crate::store::migrate::server_migrations!(@file $dir, "0004_attempts_node_sessions.sql")),
+            $crate::store::migrate::Migration::new(5, "pauses", $crate::store::migrate::server_migrations!(@file $dir, "0005_pauses.sql")),
+            $crate::store::migrate::Migration::new(6, "cancel_requests", $crate::store::migrate::server_migrations!(@file $dir, "0006_cancel_requests.sql")),
+            $crate::store::migrate::Migration::new(7, "api_access", $crate::store::migrate::server_migrations!(@file $dir, "0007_api_access.sql")),
+            $crate::store::migrate::Migration::new(8, "alerts", $crate::store::migrate::server_migrations!(@file $dir, "0008_alerts.sql")),
+            $crate::store::migrate::Migration::new(9, "run_triggers", $crate::store::migrate::server_migrations!(@file $dir, "0009_run_triggers.sql")),
+        ]
+    };
+    (@file $dir:literal, $file:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/", $dir, "/", $file))
+    };
+}
+pub(crate) use server_migrations;
+
 /// A migration applied at open or by `takt db migrate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppliedMigration {

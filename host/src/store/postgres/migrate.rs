@@ -17,33 +17,8 @@ use crate::store::migrate::{
     AppliedMigration, Migration, MigrationEvent, MigrationObserver, PROGRESS_EVERY, newer_schema,
 };
 
-/// A file of `sql/postgres/`, compiled in.
-macro_rules! sql {
-    ($file:literal) => {
-        include_str!(concat!("../../../../sql/postgres/", $file))
-    };
-}
-
 /// Every PostgreSQL migration this binary knows, in order.
-pub const PG_MIGRATIONS: &[Migration] = &[
-    Migration::new(1, "init", sql!("0001_init.sql")),
-    Migration::new(2, "node_identity", sql!("0002_node_identity.sql")),
-    Migration::new(
-        3,
-        "isolation_plugin_builds",
-        sql!("0003_isolation_plugin_builds.sql"),
-    ),
-    Migration::new(
-        4,
-        "attempts_node_sessions",
-        sql!("0004_attempts_node_sessions.sql"),
-    ),
-    Migration::new(5, "pauses", sql!("0005_pauses.sql")),
-    Migration::new(6, "cancel_requests", sql!("0006_cancel_requests.sql")),
-    Migration::new(7, "api_access", sql!("0007_api_access.sql")),
-    Migration::new(8, "alerts", sql!("0008_alerts.sql")),
-    Migration::new(9, "run_triggers", sql!("0009_run_triggers.sql")),
-];
+pub const PG_MIGRATIONS: &[Migration] = crate::store::migrate::server_migrations!("postgres");
 
 /// The advisory-lock key of takt's migrations (an arbitrary constant: "takt" in ASCII).
 const LOCK_KEY: i64 = 0x7461_6b74;
