@@ -7,7 +7,9 @@ use takt_core::store::{StoreError, StoreResult};
 use tiberius::Row;
 
 use super::conn::{Cells, Fail, Params, Pooled, text};
-use crate::store::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow};
+use takt_core::store::access::ApiToken;
+
+use crate::store::rows::{JOB_COLUMNS, JobRow, RUN_COLUMNS, RunRow, TokenRow};
 
 /// `cols` prefixed for an `OUTPUT` clause (`INSERTED.id, INSERTED.name, …`).
 pub(super) fn inserted(cols: &str) -> String {
@@ -236,4 +238,22 @@ pub(super) async fn update_run_if(
     );
     let row = c.row("updating a run", &sql, &p).await?;
     Ok(row.map(|r| run_of(&r, shown)).transpose()?)
+}
+
+/// An `api_tokens` row (in `TOKEN_COLUMNS` order) as a token.
+pub(super) fn token_of(r: &Row, shown: &str) -> StoreResult<ApiToken> {
+    let c = Cells {
+        row: r,
+        shown,
+        what: "a token",
+    };
+    TokenRow {
+        id: c.int_req(0)?,
+        name: c.text_req(1)?,
+        role: c.text_req(2)?,
+        sha256: c.text_req(3)?,
+        created_at: c.instant_req(4)?,
+        revoked_at: c.instant(5)?,
+    }
+    .into_token(shown)
 }

@@ -26,12 +26,13 @@ use takt_core::store::{
 use super::conn::{Cells, Params, Pooled, text};
 use super::dialect;
 use super::rows::{
-    get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, update_run_if,
+    get_job, get_run, insert_run, inserted, job_of, job_params, run_of, tag_filter, token_of,
+    update_run_if,
 };
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
     HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow,
-    RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
+    RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, corrupt, to_i64,
 };
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
@@ -86,23 +87,6 @@ impl Session for MssqlSession {
 
 fn top(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn token_of(r: &tiberius::Row, shown: &str) -> Result<ApiToken, StoreError> {
-    let c = Cells {
-        row: r,
-        shown,
-        what: "a token",
-    };
-    TokenRow {
-        id: c.int_req(0)?,
-        name: c.text_req(1)?,
-        role: c.text_req(2)?,
-        sha256: c.text_req(3)?,
-        created_at: c.instant_req(4)?,
-        revoked_at: c.instant(5)?,
-    }
-    .into_token(shown)
 }
 
 impl MssqlConn<'_> {
