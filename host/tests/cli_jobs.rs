@@ -534,6 +534,57 @@ fn runs_and_logs_show_seeded_rows() {
     let e = d.fails(&["runs", "--job", "ghost"]);
     assert!(e.contains("no job named \"ghost\""), "{e}");
 
+    // Paging by cursor: a full page says how to go on, and the next page holds the other run.
+    let page = d.ok(&["runs", "--limit", "1"]);
+    let hint = page
+        .lines()
+        .find_map(|l| l.strip_prefix("more runs: add --before "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("a full page names its cursor: {page}"));
+    let first = d.json(&["runs", "--limit", "1"]);
+    assert_eq!(
+        first[0]["cursor"], hint,
+        "the table and json name one cursor"
+    );
+    let second = d.json(&["runs", "--limit", "1", "--before", hint]);
+    assert_eq!(second.as_array().unwrap().len(), 1);
+    assert_ne!(second[0]["id"], first[0]["id"], "the next page moves on");
+    let rest = d.json(&[
+        "runs",
+        "--limit",
+        "1",
+        "--before",
+        second[0]["cursor"].as_str().unwrap(),
+    ]);
+    assert!(
+        rest.as_array().unwrap().is_empty(),
+        "two runs, two pages: {rest}"
+    );
+    assert!(
+        !d.ok(&["runs"]).contains("more runs"),
+        "a short page is the last"
+    );
+    // A fire-time range: both runs fired at seeding time, so a range in the future holds none.
+    assert!(
+        d.json(&["runs", "--from", "2100-01-01"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        d.json(&["runs", "--to", "2100-01-01"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let e = d.fails(&["runs", "--from", "2100-01-02", "--to", "2100-01-01"]);
+    assert!(e.contains("is not before --to"), "{e}");
+    let e = d.fails(&["runs", "--from", "yesterday"]);
+    assert!(e.contains("--from \"yesterday\" is not a time"), "{e}");
+    let e = d.fails(&["runs", "--before", "page-2"]);
+    assert!(e.contains("--before \"page-2\" is not a run cursor"), "{e}");
+
     let log = d.ok(&["logs", &ok_id.to_string()]);
     let got: Vec<&str> = log.lines().collect();
     assert_eq!(got.len(), 3, "{log}");

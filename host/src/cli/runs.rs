@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use takt_core::job::{JobId, JobName};
 use takt_core::run::{Run, RunId, RunState};
-use takt_core::store::{CancelOutcome, LogLine, RunFilter, Store};
+use takt_core::store::{CancelOutcome, LogLine, RunCursor, RunFilter, Store};
 
 use super::db::{DbArg, block_on};
 use super::table::Table;
@@ -38,6 +38,17 @@ pub(super) struct RunsArgs {
         allow_hyphen_values = true
     )]
     limit: String,
+    /// Only runs whose fire time is at or after this time (RFC 3339, or `2026-12-01[T06:00]`
+    /// taken as UTC).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// Only runs whose fire time is before this time.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    to: Option<String>,
+    /// The next page: the runs after this cursor (printed under a full page, and as each run's
+    /// `cursor` in JSON; the API's `next_cursor` is the same text).
+    #[arg(long, value_name = "CURSOR", allow_hyphen_values = true)]
+    before: Option<String>,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -112,41 +123,74 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
         })?),
         None => None,
     };
+    let fire_from = a
+        .from
+        .as_deref()
+        .map(|t| super::inspect::parse_bound("--from", t))
+        .transpose()?;
+    let fire_to =
+        a.to.as_deref()
+            .map(|t| super::inspect::parse_bound("--to", t))
+            .transpose()?;
+    if let (Some(f), Some(t)) = (fire_from, fire_to)
+        && f >= t
+    {
+        anyhow::bail!("--from {f} is not before --to {t}; give a range whose start comes first");
+    }
+    let before = match &a.before {
+        Some(c) => Some(RunCursor::parse(c).ok_or_else(|| {
+            anyhow!(
+                "--before \"{c}\" is not a run cursor; pass the cursor a previous page printed \
+                 (<fire time in unix ms>.<run id>)"
+            )
+        })?),
+        None => None,
+    };
     let store = a.db.open()?;
-    let jobs = block_on(store.job_list())??;
-    let names: HashMap<JobId, String> = jobs
-        .iter()
-        .filter_map(|j| j.id.map(|id| (id, j.name.to_string())))
-        .collect();
+    // Names are read per job met on the page, never the whole job list: a page of one job's
+    // runs stays one indexed query however many jobs there are.
+    let mut names: HashMap<JobId, String> = HashMap::new();
     let job = match &a.job {
         Some(name) => {
             let key = JobName::new(name).map_err(|e| anyhow!("--job: {e}"))?;
-            let found = jobs.iter().find(|j| j.name == key);
-            Some(
-                found
-                    .and_then(|j| j.id)
-                    .ok_or_else(|| anyhow!("--job: no job named \"{name}\""))?,
-            )
+            let found = block_on(store.job_get_by_name(&key))??;
+            let id = found.and_then(|j| j.id).ok_or_else(|| {
+                anyhow!("--job: no job named \"{name}\"; takt job list shows the jobs")
+            })?;
+            names.insert(id, key.to_string());
+            Some(id)
         }
         None => None,
     };
     let filter = RunFilter {
         job,
         state,
+        fire_from,
+        fire_to,
+        before,
         limit,
-        ..RunFilter::default()
     };
     let list = block_on(store.run_list(&filter))??;
+    for r in &list {
+        if !names.contains_key(&r.job_id) {
+            let name = job_name(&store, r.job_id)?;
+            names.insert(r.job_id, name);
+        }
+    }
     let name_of = |r: &Run| {
         names
             .get(&r.job_id)
             .cloned()
             .unwrap_or_else(|| r.job_id.to_string())
     };
+    let next = (list.len() == limit)
+        .then(|| list.last().and_then(RunCursor::of))
+        .flatten();
     if a.json {
         let mut all: Vec<Value> = Vec::with_capacity(list.len());
         for r in &list {
             let mut v = run_json(r, &name_of(r));
+            v["cursor"] = RunCursor::of(r).map(|c| c.to_string()).into();
             // Every attempt, read along the (run, attempt) key.
             let attempts = match r.id {
                 Some(id) => block_on(store.run_attempts(id))??,
@@ -197,6 +241,9 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
         ]);
     }
     out!("{}", t.render())?;
+    if let Some(c) = next {
+        outln!("more runs: add --before {c} for the next page")?;
+    }
     Ok(())
 }
 

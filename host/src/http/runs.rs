@@ -137,24 +137,17 @@ fn instant(field: &str, text: &str) -> ApiResult<Timestamp> {
     })
 }
 
-/// A cursor: `<fire time in Unix ms>.<run id>` (opaque to clients).
+/// A cursor: [`RunCursor`]'s text (opaque to clients; `takt runs --before` takes it too).
 fn cursor_text(c: RunCursor) -> String {
-    format!("{}.{}", c.fire_time.as_millisecond(), c.id.0)
+    c.to_string()
 }
 
 fn cursor_of(text: &str) -> ApiResult<RunCursor> {
-    let bad = || {
+    RunCursor::parse(text).ok_or_else(|| {
         Problem::invalid(
             "cursor",
             format!("\"{text}\" is not a cursor of this api; pass next_cursor as it came"),
         )
-    };
-    let (ms, id) = text.split_once('.').ok_or_else(bad)?;
-    let ms: i64 = ms.parse().map_err(|_| bad())?;
-    let id: i64 = id.parse().map_err(|_| bad())?;
-    Ok(RunCursor {
-        fire_time: Timestamp::from_millisecond(ms).map_err(|_| bad())?,
-        id: RunId(id),
     })
 }
 

@@ -388,6 +388,24 @@ impl RunCursor {
             id,
         })
     }
+
+    /// Reads the text [`RunCursor`]'s `Display` writes (`<fire time in Unix ms>.<run id>`);
+    /// `None` for anything else. One form for the API's `cursor` and `takt runs --before`, so
+    /// a page boundary found in one can be continued in the other.
+    pub fn parse(text: &str) -> Option<RunCursor> {
+        let (ms, id) = text.split_once('.')?;
+        Some(RunCursor {
+            fire_time: Timestamp::from_millisecond(ms.parse().ok()?).ok()?,
+            id: RunId(id.parse().ok()?),
+        })
+    }
+}
+
+/// Millisecond precision is enough: fire times are whole seconds, and the id breaks ties.
+impl fmt::Display for RunCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.fire_time.as_millisecond(), self.id.0)
+    }
 }
 
 /// An enabled job whose next fire has come, with what of it is in flight: what the loop needs
