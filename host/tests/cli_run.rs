@@ -430,3 +430,64 @@ fn an_allowed_past_at_is_handled_as_a_misfire() {
     assert_eq!(job.next_fire, None);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn init_migrate_and_run_speak_json() {
+    build_examples();
+    let dir = temp_dir("json");
+    let out = takt(&dir, &["init", "--dir", ".", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let init: serde_json::Value = serde_json::from_str(&stdout).expect("init prints one json");
+    assert!(
+        init["config"].as_str().unwrap().ends_with("takt.toml"),
+        "{init}"
+    );
+    assert_eq!(init["next"], "takt run", "{init}");
+    assert!(init["schema_version"].as_u64().unwrap() >= 1, "{init}");
+    assert_eq!(init["examples_plugin_found"], true, "{init}");
+
+    let out = takt(&dir, &["db", "migrate", "--db", "takt.db", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let m: serde_json::Value = serde_json::from_str(&stdout).expect("migrate prints one json");
+    assert_eq!(
+        m["applied"],
+        serde_json::json!([]),
+        "init migrated already: {m}"
+    );
+    assert_eq!(m["version"], init["schema_version"], "{m}");
+
+    // Every stdout line of `takt run --json` is one event; the banner went to stderr.
+    let out = takt(&dir, &["run", "--for", "6s", "--json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("summary:"),
+        "the human lines are on stderr: {stderr}"
+    );
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not json ({e}): {l}")))
+        .collect();
+    let hello = events
+        .iter()
+        .find(|e| e["event"] == "run_finished" && e["job"] == "hello")
+        .unwrap_or_else(|| panic!("no finished hello run: {stdout}"));
+    assert_eq!(hello["state"], "succeeded", "{hello}");
+    assert!(hello["run"].as_i64().is_some(), "{hello}");
+    assert!(
+        hello["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["message"].as_str().unwrap().contains("hello, takt")),
+        "{hello}"
+    );
+    let started = events
+        .iter()
+        .filter(|e| e["event"] == "run_started")
+        .count();
+    assert!(started >= 1, "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

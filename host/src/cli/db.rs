@@ -56,6 +56,10 @@ pub(super) enum DbCmd {
     Migrate {
         #[command(flatten)]
         db: DbArg,
+        /// Print one JSON document: the database, the migrations applied now (none when it was
+        /// up to date) and the schema version.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -77,9 +81,25 @@ pub(super) fn block_on<F: Future>(future: F) -> Result<F::Output> {
 
 pub(super) fn run(cmd: DbCmd) -> Result<()> {
     match cmd {
-        DbCmd::Migrate { db } => {
+        DbCmd::Migrate { db, json } => {
             let database = db.database()?;
             let applied = block_on(migrate(&database))??;
+            if json {
+                let list: Vec<serde_json::Value> = applied
+                    .0
+                    .iter()
+                    .map(|m| serde_json::json!({"version": m.version, "name": m.name}))
+                    .collect();
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "database": database.to_string(),
+                        "applied": list,
+                        "version": applied.1,
+                    }))?
+                )?;
+                return Ok(());
+            }
             if applied.0.is_empty() {
                 outln!("{database}: up to date (version {})", applied.1)?;
             }

@@ -16,6 +16,10 @@ pub(super) struct InitArgs {
     /// Overwrite an existing takt.toml.
     #[arg(long)]
     force: bool,
+    /// Print one JSON document (the files written, the database and its schema version, the
+    /// next command) instead of the lines.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(super) fn run(args: InitArgs) -> Result<()> {
@@ -39,11 +43,6 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
     let config = Config::parse(&text, &file, |_| None)
         .map_err(|e| anyhow::anyhow!("internal error: the generated config is invalid: {e}"))?;
     std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
-    outln!("wrote {}", file.display())?;
-    outln!(
-        "created {} (files the clean-expired-tokens job looks at)",
-        tokens.display()
-    )?;
     let version = super::db::block_on(async {
         let store = config
             .database
@@ -51,26 +50,49 @@ pub(super) fn run(args: InitArgs) -> Result<()> {
             .await?;
         store.schema_version().await
     })??;
+    let examples = has_examples(&plugin_dir);
+    let here = std::env::current_dir().ok();
+    let next = if here.as_deref() == Some(dir.as_path()) {
+        "takt run".to_string()
+    } else {
+        format!("takt run --config {}", file.display())
+    };
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "config": file.display().to_string(),
+                "tokens_dir": tokens.display().to_string(),
+                "database": config.database.to_string(),
+                "schema_version": version,
+                "plugin_dir": plugin_dir.display().to_string(),
+                "examples_plugin_found": examples,
+                "next": next,
+            }))?
+        )?;
+        return Ok(());
+    }
+    outln!("wrote {}", file.display())?;
+    outln!(
+        "created {} (files the clean-expired-tokens job looks at)",
+        tokens.display()
+    )?;
     outln!(
         "created the database {} (schema version {version})",
         config.database
     )?;
-    if !has_examples(&plugin_dir) {
+    if !examples {
         outln!(
             "note: the examples plugin is not in {} yet; build it with `cargo build`",
             plugin_dir.display()
         )?;
     }
-    let here = std::env::current_dir().ok();
     if here.as_deref() == Some(dir.as_path()) {
         outln!(
             "next: takt run        (Ctrl-C or SIGTERM stops; `takt run --for 30s` stops by itself)"
         )?;
     } else {
-        outln!(
-            "next: takt run --config {}        (Ctrl-C or SIGTERM stops)",
-            file.display()
-        )?;
+        outln!("next: {next}        (Ctrl-C or SIGTERM stops)")?;
     }
     Ok(())
 }

@@ -31,6 +31,9 @@ pub(crate) enum Mode {
 }
 
 static MODE: AtomicU8 = AtomicU8::new(0);
+/// Set by a command printing JSON lines (`takt run --json`): its human lines ([`outln!`]) go to
+/// stderr, so that stdout holds nothing but one JSON document per line ([`json_line`]).
+static TEXT_TO_STDERR: AtomicBool = AtomicBool::new(false);
 /// Set once a write failed in [`Mode::KeepRunning`]: nothing more is written.
 static GONE: AtomicBool = AtomicBool::new(false);
 
@@ -57,9 +60,27 @@ fn mode() -> Mode {
 #[error("stdout is closed")]
 pub(crate) struct StdoutClosed;
 
+/// Sends the human lines to stderr for the rest of the process (see [`TEXT_TO_STDERR`]).
+pub(crate) fn text_to_stderr() {
+    TEXT_TO_STDERR.store(true, Ordering::SeqCst);
+}
+
+/// Writes `value` as one line of JSON to stdout, whatever [`text_to_stderr`] says.
+pub(crate) fn json_line(value: &serde_json::Value) -> anyhow::Result<()> {
+    stdout_write(format_args!("{value}\n"))
+}
+
 /// Writes `args` to stdout (locked, so a line is never interleaved with another thread's) and
 /// flushes it, so that a closed pipe is noticed now rather than at exit.
 pub(crate) fn write(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
+    if TEXT_TO_STDERR.load(Ordering::Relaxed) {
+        write_err(args);
+        return Ok(());
+    }
+    stdout_write(args)
+}
+
+fn stdout_write(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
     if GONE.load(Ordering::Relaxed) {
         return Ok(());
     }

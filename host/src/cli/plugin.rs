@@ -430,6 +430,34 @@ pub(super) async fn reload_on_hangup<S: takt_core::store::Store + Clone + 'stati
 }
 
 /// Prints a plugin event of the scheduler (other events print nothing here).
+/// [`print_event`] for `takt run --json`: one JSON line per plugin event.
+pub(super) fn event_json(ev: &crate::scheduler::SchedulerEvent) -> Result<()> {
+    use crate::scheduler::SchedulerEvent;
+    let at = jiff::Timestamp::now().to_string();
+    let v = match ev {
+        SchedulerEvent::PluginsReloaded { report } => serde_json::json!({
+            "event": "plugins_reloaded",
+            "at": at,
+            "loaded": report.loaded.iter().map(|v| v.label()).collect::<Vec<_>>(),
+            "retired": report.retired.iter().map(|v| serde_json::json!({
+                "plugin": v.label(), "state": v.state.to_string(), "runs": v.runs,
+            })).collect::<Vec<_>>(),
+            "refused": report.refused.iter().map(|r| serde_json::json!({
+                "file": r.refusal.file.display().to_string(),
+                "reason": r.refusal.reason.to_string(),
+                "fix": r.refusal.fix.to_string(),
+                "kept": r.kept.as_ref().map(|k| k.label()),
+            })).collect::<Vec<_>>(),
+            "warnings": report.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }),
+        SchedulerEvent::PluginDrained { version } => serde_json::json!({
+            "event": "plugin_drained", "at": at, "plugin": version.label(),
+        }),
+        _ => return Ok(()),
+    };
+    super::out::json_line(&v)
+}
+
 pub(super) fn print_event(ev: &crate::scheduler::SchedulerEvent, now: &str) -> Result<()> {
     use crate::scheduler::SchedulerEvent;
     match ev {

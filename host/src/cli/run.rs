@@ -47,6 +47,11 @@ pub(super) struct RunArgs {
     /// the config; no API when the config has no [http] section].
     #[arg(long, value_name = "ADDR|off")]
     http_listen: Option<String>,
+    /// Print one JSON object per line on stdout for every event (a run started or ended with
+    /// its state, error and new log lines; the database lost and back; plugin reloads); the
+    /// human lines then go to stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 impl RunArgs {
@@ -59,6 +64,7 @@ impl RunArgs {
             takeover: false,
             log_format: None,
             http_listen: None,
+            json: false,
         }
     }
 }
@@ -73,6 +79,9 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
 pub(super) fn run_as(args: RunArgs, notifier: Notifier, stop: Option<StopRequests>) -> Result<()> {
     // Nobody reading the run lines any more is no reason to stop scheduling.
     super::out::set_mode(super::out::Mode::KeepRunning);
+    if args.json {
+        super::out::text_to_stderr();
+    }
     let run_for = match &args.run_for {
         Some(text) => Some(Duration::from_secs(super::args::duration("--for", text)?)),
         None => None,
@@ -114,7 +123,15 @@ pub(super) fn run_as(args: RunArgs, notifier: Notifier, stop: Option<StopRequest
                 requests
             }
         };
-        host(config, run_for, args.takeover, requests, notifier).await
+        host(
+            config,
+            run_for,
+            args.takeover,
+            args.json,
+            requests,
+            notifier,
+        )
+        .await
     })
 }
 
@@ -124,6 +141,7 @@ async fn host(
     config: Config,
     run_for: Option<Duration>,
     takeover: bool,
+    json: bool,
     mut stop: StopRequests,
     notifier: Notifier,
 ) -> Result<()> {
@@ -388,6 +406,7 @@ async fn host(
         counts: BTreeMap::new(),
         started: 0,
         outage: None,
+        json,
     };
     // The store is open, the plugins loaded, the jobs synced and the loop started.
     notifier.ready(&printer.status(handle.running()));
@@ -764,6 +783,8 @@ struct Printer {
     started: usize,
     /// Since when the database is unavailable, and its first error.
     outage: Option<(Timestamp, String)>,
+    /// `--json`: events as JSON lines on stdout instead of the table.
+    json: bool,
 }
 
 impl Printer {
@@ -817,6 +838,13 @@ impl Printer {
             } => (*run, *job, *fire_time, *attempt, Some(*state)),
             SchedulerEvent::StoreUnavailable { error } => {
                 self.outage = Some((Timestamp::now(), error.clone()));
+                if self.json {
+                    return super::out::json_line(&serde_json::json!({
+                        "event": "store_unavailable",
+                        "at": Timestamp::now().to_string(),
+                        "error": error,
+                    }));
+                }
                 outln!(
                     "{}  database unavailable: {error}; runs that end meanwhile are kept and \
                      recorded when it is back; retrying",
@@ -826,6 +854,13 @@ impl Printer {
             }
             SchedulerEvent::StoreRecovered { down_for } => {
                 self.outage = None;
+                if self.json {
+                    return super::out::json_line(&serde_json::json!({
+                        "event": "store_recovered",
+                        "at": Timestamp::now().to_string(),
+                        "down_for_ms": u64::try_from(down_for.as_millis()).unwrap_or(u64::MAX),
+                    }));
+                }
                 outln!(
                     "{}  database back after {:.1}s; fires that fell due meanwhile follow \
                      their misfire policy",
@@ -835,9 +870,17 @@ impl Printer {
                 return Ok(());
             }
             SchedulerEvent::TakenOver { message } => {
+                if self.json {
+                    return super::out::json_line(&serde_json::json!({
+                        "event": "taken_over",
+                        "at": Timestamp::now().to_string(),
+                        "message": message,
+                    }));
+                }
                 outln!("{}  {message}", short_time(Timestamp::now()))?;
                 return Ok(());
             }
+            other if self.json => return super::plugin::event_json(other),
             other => return super::plugin::print_event(other, &short_time(Timestamp::now())),
         };
         if !names.contains_key(&job)
@@ -860,6 +903,11 @@ impl Printer {
             Some(RunState::Pending) => "retrying".to_string(),
             Some(s) => s.name().to_string(),
         };
+        if self.json {
+            return self
+                .print_json(run, &name, fire, attempt, state, stored.as_ref())
+                .await;
+        }
         outln!(
             "{:<8}  {:<24}  {:<8}  {:>7}  {:<9}  {:>8}",
             short_time(Timestamp::now()),
@@ -884,6 +932,51 @@ impl Printer {
             }
         }
         Ok(())
+    }
+
+    /// [`Printer::print`] of a run's start or end as one JSON line: `run_started`, or
+    /// `run_finished` with the recorded state (`retrying` when a retry is pending), error and
+    /// the log lines new since the last one printed.
+    async fn print_json(
+        &mut self,
+        run: RunId,
+        name: &str,
+        fire: Timestamp,
+        attempt: u32,
+        state: Option<RunState>,
+        stored: Option<&takt_core::run::Run>,
+    ) -> Result<()> {
+        let at = Timestamp::now().to_string();
+        let Some(state) = state else {
+            return super::out::json_line(&serde_json::json!({
+                "event": "run_started", "at": at, "run": run.0, "job": name,
+                "fire_time": fire.to_string(), "attempt": attempt,
+            }));
+        };
+        let shown = match state {
+            RunState::Pending => "retrying",
+            s => s.name(),
+        };
+        *self.counts.entry(shown.to_string()).or_default() += 1;
+        let after = self.log_seen.get(&run).copied();
+        let mut logs = Vec::new();
+        if let Ok(lines) = self.store.log_list(run, after, 1000).await {
+            for (seq, line) in lines {
+                logs.push(serde_json::json!({
+                    "seq": seq, "at": line.at.to_string(), "level": line.level.name(),
+                    "message": line.message,
+                }));
+                self.log_seen.insert(run, seq);
+            }
+        }
+        super::out::json_line(&serde_json::json!({
+            "event": "run_finished", "at": at, "run": run.0, "job": name,
+            "fire_time": fire.to_string(), "attempt": attempt, "state": shown,
+            "elapsed_ms": stored.and_then(|r| r.elapsed)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            "error": stored.and_then(|r| r.error.as_deref()),
+            "logs": logs,
+        }))
     }
 }
 

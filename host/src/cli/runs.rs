@@ -172,9 +172,8 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
     };
     let list = block_on(store.run_list(&filter))??;
     for r in &list {
-        if !names.contains_key(&r.job_id) {
-            let name = job_name(&store, r.job_id)?;
-            names.insert(r.job_id, name);
+        if let std::collections::hash_map::Entry::Vacant(e) = names.entry(r.job_id) {
+            e.insert(job_name(&store, r.job_id)?);
         }
     }
     let name_of = |r: &Run| {
