@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use takt_core::job::{Isolation, JobDef, Priority};
+use takt_core::job::{Isolation, JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::schedule::{Zone, parse_duration};
 
@@ -291,6 +291,10 @@ struct JobEntry {
     enabled: Option<bool>,
     description: Option<String>,
     isolation: Option<String>,
+    #[serde(default)]
+    on_success: Vec<String>,
+    #[serde(default)]
+    on_failure: Vec<String>,
 }
 
 impl Config {
@@ -949,8 +953,18 @@ impl JobEntry {
                 .parse::<Isolation>()
                 .map_err(|e| ("isolation", e.to_string()))?;
         }
+        for (key, given, slot) in [
+            ("on_success", &self.on_success, &mut job.on_success),
+            ("on_failure", &self.on_failure, &mut job.on_failure),
+        ] {
+            *slot = given
+                .iter()
+                .map(|n| JobName::new(n).map_err(|e| (key, format!("\"{n}\": {e}"))))
+                .collect::<Result<_, _>>()?;
+        }
         job.application = Some(CONFIG_APPLICATION.to_string());
         job.validate().map_err(|e| ("", e.to_string()))?;
+        crate::dynparams::check(&job.params_json).map_err(|e| ("params", e))?;
         Ok(job)
     }
 }

@@ -93,7 +93,22 @@ fn run_json(r: &Run, job: &str) -> Value {
         "plugin": r.plugin.as_ref().map(|p| p.name.as_str()),
         "plugin_version": r.plugin.as_ref().map(|p| p.version.as_str()),
         "plugin_sha256": r.plugin.as_ref().and_then(|p| p.sha256.as_deref()),
+        // A continuation's parent run; the params as resolved from their templates.
+        "parent_run_id": r.parent_run_id.map(|p| p.0),
+        "params_resolved": r
+            .params_resolved
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok()),
     })
+}
+
+/// The trigger column: a continuation names its parent run.
+fn trigger_text(r: &Run) -> String {
+    match (r.trigger, r.parent_run_id) {
+        (Some(t), Some(p)) => format!("{t} of {p}"),
+        (Some(t), None) => t.name().to_string(),
+        (None, _) => "-".to_string(),
+    }
 }
 
 fn elapsed_text(d: Duration) -> String {
@@ -157,6 +172,16 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
                 .map(|a| serde_json::to_value(crate::inspect::AttemptView::from(a)))
                 .collect::<Result<Vec<_>, _>>()?
                 .into();
+            // The continuations its final state created, along the (parent run, job) key.
+            let children = match r.id {
+                Some(id) => block_on(store.run_children(id))??,
+                None => Vec::new(),
+            };
+            v["continuations"] = children
+                .iter()
+                .filter_map(|c| c.id.map(|i| i.0))
+                .collect::<Vec<_>>()
+                .into();
             all.push(v);
         }
         outln!("{}", serde_json::to_string_pretty(&all)?)?;
@@ -184,7 +209,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
             name_of(r),
             r.fire_time.to_string(),
             r.state.name().to_string(),
-            r.trigger.map_or("-", |t| t.name()).to_string(),
+            trigger_text(r),
             r.attempt.to_string(),
             r.node_id
                 .as_ref()
