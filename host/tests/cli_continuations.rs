@@ -165,6 +165,28 @@ every = "3s"
             .any(|r| r["continuations"].as_array().is_some_and(|c| c.len() == 1)),
         "a parent lists its continuation: {shown}"
     );
+    // One run in full: the child names its parent, the parent its continuation.
+    let (parent, child) = by_parent.iter().next().expect("a continuation");
+    let out = takt(&dir, &["runs", "--id", &child.id.unwrap().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = text(&out);
+    assert!(shown.contains("continuation of"), "{shown}");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("parent run") && l.contains(&parent.to_string())),
+        "{shown}"
+    );
+    let out = takt(&dir, &["runs", "--id", &parent.to_string(), "--json"]);
+    let one: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(one["continuations"][0]["id"], child.id.unwrap().0, "{one}");
+    let out = takt(&dir, &["runs", "--id", "999999"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("run 999999 does not exist"),
+        "{}",
+        text(&out)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
