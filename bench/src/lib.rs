@@ -564,6 +564,32 @@ pub mod probe {
                 self.inner.alert_delivery_list(limit)
             )
         }
+        async fn run_children(&self, parent: RunId) -> StoreResult<Vec<Run>> {
+            timed!(self, "run_children", self.inner.run_children(parent))
+        }
+        async fn run_last_success_fire(
+            &self,
+            job: takt_core::job::JobId,
+            before: Timestamp,
+        ) -> StoreResult<Option<Timestamp>> {
+            timed!(
+                self,
+                "run_last_success_fire",
+                self.inner.run_last_success_fire(job, before)
+            )
+        }
+        async fn run_set_params(
+            &self,
+            id: RunId,
+            attempt: u32,
+            params_json: &str,
+        ) -> StoreResult<()> {
+            timed!(
+                self,
+                "run_set_params",
+                self.inner.run_set_params(id, attempt, params_json)
+            )
+        }
     }
 }
 

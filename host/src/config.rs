@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use takt_core::job::{Isolation, JobDef, Priority};
+use takt_core::job::{Isolation, JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::schedule::{Zone, parse_duration};
 
@@ -291,6 +291,10 @@ struct JobEntry {
     enabled: Option<bool>,
     description: Option<String>,
     isolation: Option<String>,
+    #[serde(default)]
+    on_success: Vec<String>,
+    #[serde(default)]
+    on_failure: Vec<String>,
 }
 
 impl Config {
@@ -610,6 +614,15 @@ impl Config {
                 ));
             }
             jobs.push(job);
+        }
+        if let Some((i, cycle)) = continuation_cycle(&jobs) {
+            return Err(err(
+                &format!("jobs[{i}].on_success"),
+                format!(
+                    "the continuations form a cycle ({cycle}); each run would start the next \
+                     forever: remove one of these on_success / on_failure entries"
+                ),
+            ));
         }
         if let Some(days) = raw.retention_days {
             jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
@@ -949,10 +962,58 @@ impl JobEntry {
                 .parse::<Isolation>()
                 .map_err(|e| ("isolation", e.to_string()))?;
         }
+        for (key, given, slot) in [
+            ("on_success", &self.on_success, &mut job.on_success),
+            ("on_failure", &self.on_failure, &mut job.on_failure),
+        ] {
+            *slot = given
+                .iter()
+                .map(|n| JobName::new(n).map_err(|e| (key, format!("\"{n}\": {e}"))))
+                .collect::<Result<_, _>>()?;
+        }
         job.application = Some(CONFIG_APPLICATION.to_string());
         job.validate().map_err(|e| ("", e.to_string()))?;
+        crate::dynparams::check(&job.params_json).map_err(|e| ("params", e))?;
         Ok(job)
     }
+}
+
+/// A cycle of `on_success` / `on_failure` among the file's jobs (names outside the file are
+/// the store's to judge): the index of a job on it and the cycle as text (`a → b → a`).
+fn continuation_cycle(jobs: &[JobDef]) -> Option<(usize, String)> {
+    fn walk(
+        jobs: &[JobDef],
+        start: usize,
+        at: usize,
+        path: &mut Vec<usize>,
+        seen: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        for target in jobs[at].continuation_targets() {
+            let Some(next) = jobs.iter().position(|j| j.name == *target) else {
+                continue;
+            };
+            if next == start {
+                let mut cycle = path.clone();
+                cycle.push(next);
+                return Some(cycle);
+            }
+            if seen.contains(&next) {
+                continue;
+            }
+            seen.push(next);
+            path.push(next);
+            if let Some(c) = walk(jobs, start, next, path, seen) {
+                return Some(c);
+            }
+            path.pop();
+        }
+        None
+    }
+    (0..jobs.len()).find_map(|i| {
+        let cycle = walk(jobs, i, i, &mut vec![i], &mut Vec::new())?;
+        let names: Vec<&str> = cycle.iter().map(|&j| jobs[j].name.as_str()).collect();
+        Some((i, names.join(" → ")))
+    })
 }
 
 /// The retention job for `retention_days = days`: [`crate::builtin::RETENTION`] daily at
@@ -1407,6 +1468,45 @@ effective_from = 2026-01-01T00:00:00+08:00
         .unwrap();
         assert_eq!(c.exe_allowlist.unwrap().len(), 2);
         assert!(c.exe_allowlist_source.contains("TAKT_EXE_ALLOWLIST"));
+    }
+
+    #[test]
+    fn continuations_are_read_and_cycles_in_the_file_refused() {
+        let dir = std::env::temp_dir().join(format!("takt-cfg-cont-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("takt.toml");
+        std::fs::write(
+            &file,
+            "[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\non_success = [\"b\"]\n\
+             [[jobs]]\nname = \"b\"\nhandler = \"x::y\"\non_failure = [\"a\"]\n",
+        )
+        .unwrap();
+        let e = Config::load_with_env(&file, |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("jobs[0].on_success"), "{e}");
+        assert!(e.contains("a → b → a"), "{e}");
+        std::fs::write(
+            &file,
+            "[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\non_success = [\"b\"]\n\
+             params = { at = \"{{ fire_time \" }\n",
+        )
+        .unwrap();
+        let e = Config::load_with_env(&file, |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("jobs[0].params: params.at: template syntax error"),
+            "{e}"
+        );
+        std::fs::write(
+            &file,
+            "[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\non_success = [\"b\"]\n",
+        )
+        .unwrap();
+        let c = Config::load_with_env(&file, |_| None).unwrap();
+        assert_eq!(c.jobs[0].on_success, [JobName::new("b").unwrap()]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

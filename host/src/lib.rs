@@ -13,6 +13,7 @@ pub mod alerts;
 pub mod builtin;
 pub mod cli;
 pub mod config;
+pub mod dynparams;
 pub mod embed;
 pub mod executor;
 pub mod http;

@@ -130,6 +130,9 @@ impl Store for Switch {
         fn alert_close(&self, key: &AlertKey, now: Timestamp) -> StoreResult<bool>;
         fn alert_delivery_add(&self, delivery: &AlertDelivery) -> StoreResult<i64>;
         fn alert_delivery_list(&self, limit: usize) -> StoreResult<Vec<AlertDelivery>>;
+        fn run_children(&self, parent: RunId) -> StoreResult<Vec<Run>>;
+        fn run_last_success_fire(&self, job: JobId, before: Timestamp) -> StoreResult<Option<Timestamp>>;
+        fn run_set_params(&self, id: RunId, attempt: u32, params_json: &str) -> StoreResult<()>;
     }
 }
 

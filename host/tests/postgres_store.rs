@@ -504,3 +504,77 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
         schemas.drop_all().await;
     });
 }
+
+/// A parent's finish whose COMMIT answer is lost is resolved by reading the run back: the
+/// continuation created in the same transaction exists once, never twice (issue 15 item 2).
+#[test]
+fn a_finish_whose_commit_answer_is_lost_continues_once() {
+    let Some(url) = url() else { return };
+    let config: tokio_postgres::Config = url.parse().expect("url");
+    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(h)), p) => (h.clone(), p.copied().unwrap_or(5432)),
+        _ => {
+            eprintln!("SKIPPED: needs a TCP TAKT_TEST_PG_URL");
+            return;
+        }
+    };
+    let proxy = common::proxy::Proxy::start(format!("{host}:{port}"));
+    let user = config.get_user().unwrap_or("postgres");
+    let db = config.get_dbname().unwrap_or(user);
+    let via = format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port);
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let direct = schemas.open(&schema).await;
+        let t0 = conformance::claims_now();
+        let child = JobDef::new("child", "conformance::noop").expect("job");
+        direct.job_insert(&child, t0).await.expect("insert child");
+        let mut parent = JobDef::new("parent", "conformance::noop").expect("job");
+        parent.next_fire = Some(t0);
+        parent.on_success = vec![takt_core::job::JobName::new("child").expect("name")];
+        let parent = direct.job_insert(&parent, t0).await.expect("insert parent");
+        let params = ClaimParams {
+            node: NodeId("flaky".into()),
+            instance: takt_core::node::InstanceId("test-life".into()),
+            tags: Vec::new(),
+            now: t0,
+            limit: 1,
+            lease: Duration::from_secs(60),
+        };
+        let claimed = direct.run_claim_due(&params).await.expect("claim");
+        assert_eq!(claimed.len(), 1);
+        let mut run = claimed[0].run.clone();
+        let id = run.id.expect("id");
+        let attempt = run.attempt;
+        run.apply(
+            takt_core::run::RunEvent::Succeeded { result_json: None },
+            t0,
+            &parent.retry,
+        )
+        .expect("legal");
+        let mut opts = PgOptions::new(&via).with_schema(&schema).with_pool_size(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
+        let flaky = PgStore::connect(&opts)
+            .await
+            .expect("connect through the proxy");
+        proxy.lose_commit_answers(1);
+        let done = flaky
+            .run_set_state_if_running(
+                id,
+                attempt,
+                &takt_core::store::RunFinish::from_run(&run, t0),
+            )
+            .await
+            .expect("a lost COMMIT answer is resolved by reading the run back");
+        assert_eq!(done.state, RunState::Succeeded);
+        assert_eq!(
+            proxy.commit_answers_to_lose(),
+            0,
+            "the finish's COMMIT answer was lost (the test proves the resolution)"
+        );
+        let children = direct.run_children(id).await.expect("children");
+        assert_eq!(children.len(), 1, "one continuation, not two: {children:?}");
+        schemas.drop_all().await;
+    });
+}

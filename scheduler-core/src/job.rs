@@ -118,6 +118,25 @@ pub enum JobError {
          for no parameters"
     )]
     Params,
+    /// A job that lists itself in its `on_success` / `on_failure`: every run of it would
+    /// start the next, forever.
+    #[error(
+        "job {name} lists itself in its {field}; a job that continues with itself would run          forever; remove it (use a schedule or retries instead)"
+    )]
+    SelfContinuation {
+        /// The job's name.
+        name: String,
+        /// `on_success` or `on_failure`.
+        field: &'static str,
+    },
+    /// A continuation listed twice in one list.
+    #[error("job {name} is listed twice in {field}; list each job once")]
+    DuplicateContinuation {
+        /// The repeated name.
+        name: String,
+        /// `on_success` or `on_failure`.
+        field: &'static str,
+    },
 }
 
 /// A job's unique name: 1 to 200 characters, no control characters, no surrounding spaces.
@@ -292,6 +311,14 @@ pub struct JobDef {
     pub description: Option<String>,
     /// Where its plugin calls run.
     pub isolation: Isolation,
+    /// Jobs that each get one run (trigger `continuation`) when a run of this job
+    /// succeeds (xxl-job child jobs, Hangfire continuations; seed 003 §6). The store engine
+    /// creates them in the transaction of the parent's final compare-and-set; names must
+    /// exist and the continuation graph must have no cycle (checked when the job is stored).
+    pub on_success: Vec<JobName>,
+    /// Jobs that each get one run when a run of this job fails or times out (after its
+    /// retries). A cancelled or skipped run continues with nothing.
+    pub on_failure: Vec<JobName>,
     /// The next fire time the loop will act on (kept by the store).
     pub next_fire: Option<Timestamp>,
     /// Bumped by every update; stores compare-and-set on it.
@@ -325,6 +352,8 @@ impl JobDef {
             owner: None,
             description: None,
             isolation: Isolation::InProcess,
+            on_success: Vec::new(),
+            on_failure: Vec::new(),
             next_fire: None,
             version: 0,
             updated_at: None,
@@ -380,7 +409,44 @@ impl JobDef {
                 });
             }
         }
+        for (field, list) in [
+            ("on_success", &self.on_success),
+            ("on_failure", &self.on_failure),
+        ] {
+            for (i, c) in list.iter().enumerate() {
+                if *c == self.name {
+                    return Err(JobError::SelfContinuation {
+                        name: self.name.to_string(),
+                        field,
+                    });
+                }
+                if list[..i].contains(c) {
+                    return Err(JobError::DuplicateContinuation {
+                        name: c.to_string(),
+                        field,
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The jobs a run of this job continues with when it ends in `state`: `on_success` for
+    /// succeeded, `on_failure` for failed and timed out, none for anything else (a cancel is
+    /// an operator stopping the chain; a skipped run never ran). See [`crate::run::Trigger`].
+    pub fn continuations_for(&self, state: crate::run::RunState) -> &[JobName] {
+        use crate::run::RunState;
+        match state {
+            RunState::Succeeded => &self.on_success,
+            RunState::Failed | RunState::TimedOut => &self.on_failure,
+            _ => &[],
+        }
+    }
+
+    /// Every job this one continues with, on success or failure (the edges of the
+    /// continuation graph, whose cycles the store refuses).
+    pub fn continuation_targets(&self) -> impl Iterator<Item = &JobName> {
+        self.on_success.iter().chain(&self.on_failure)
     }
 
     /// Whether the job may fire at `at`: enabled and inside its validity window.
@@ -637,6 +703,14 @@ mod tests {
         assert!(
             bad(&|j| j.dependencies = vec![a.clone(), a.clone()])
                 .contains("dependency a is listed twice")
+        );
+        assert!(
+            bad(&|j| j.on_success = vec![JobName::new("archive").unwrap()])
+                .starts_with("job archive lists itself in its on_success")
+        );
+        assert_eq!(
+            bad(&|j| j.on_failure = vec![a.clone(), a.clone()]),
+            "job a is listed twice in on_failure; list each job once"
         );
         assert!(JobDef::new("ok", "").is_err());
     }

@@ -149,6 +149,11 @@ pub enum Trigger {
     Manual,
     /// A past fire filled in by `takt job backfill` ([`crate::store::Store::run_backfill`]).
     Backfill,
+    /// Started by the final state of another run (a job's `on_success` / `on_failure`,
+    /// [`crate::job::JobDef::on_success`]); the run records that parent
+    /// ([`Run::parent_run_id`]). Created by the store engine in the transaction of the
+    /// parent's finish (engine/continuation.rs).
+    Continuation,
 }
 
 impl Trigger {
@@ -159,15 +164,17 @@ impl Trigger {
             Trigger::CatchUp => "catch_up",
             Trigger::Manual => "manual",
             Trigger::Backfill => "backfill",
+            Trigger::Continuation => "continuation",
         }
     }
 
     /// Every trigger.
-    pub const ALL: [Trigger; 4] = [
+    pub const ALL: [Trigger; 5] = [
         Trigger::Schedule,
         Trigger::CatchUp,
         Trigger::Manual,
         Trigger::Backfill,
+        Trigger::Continuation,
     ];
 
     /// The trigger named `name` (as [`Trigger::name`] writes it).
@@ -344,6 +351,13 @@ pub struct Run {
     pub plugin: Option<PluginBuild>,
     /// How the run came to be ([`Trigger`]); `None` for runs recorded before takt kept it.
     pub trigger: Option<Trigger>,
+    /// The run whose final state created this one (trigger [`Trigger::Continuation`]);
+    /// unique together with `job_id`, so a parent starts each of its continuations once.
+    pub parent_run_id: Option<RunId>,
+    /// The job's params as the host resolved their templates for the latest attempt
+    /// (recorded when the attempt starts; `None` before, and for runs whose params hold no
+    /// template: they ran with the job's params as written).
+    pub params_resolved: Option<String>,
 }
 
 impl Run {
@@ -370,6 +384,8 @@ impl Run {
             next_attempt_at: None,
             plugin: None,
             trigger: Some(Trigger::Schedule),
+            parent_run_id: None,
+            params_resolved: None,
         }
     }
 

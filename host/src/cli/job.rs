@@ -236,6 +236,14 @@ struct AddOpts {
     /// in-process].
     #[arg(long, value_name = "in-process|process")]
     isolation: Option<String>,
+    /// Jobs that each get one run when a run of this job succeeds (comma-separated names of
+    /// existing jobs; continuations, trigger `continuation`).
+    #[arg(long, value_name = "JOB,...")]
+    on_success: Option<String>,
+    /// Jobs that each get one run when a run of this job fails or times out (after its
+    /// retries).
+    #[arg(long, value_name = "JOB,...")]
+    on_failure: Option<String>,
     /// Cron only: how day-of-month and day-of-week combine when both are set [default: or].
     #[arg(long, value_name = "or|and")]
     day_match: Option<String>,
@@ -333,6 +341,12 @@ struct UpdateOpts {
     /// A new isolation: in-process or process (see `job add --help`).
     #[arg(long, value_name = "in-process|process")]
     isolation: Option<String>,
+    /// New on_success jobs (comma-separated; an empty value clears the list).
+    #[arg(long, value_name = "JOB,...")]
+    on_success: Option<String>,
+    /// New on_failure jobs (comma-separated; an empty value clears the list).
+    #[arg(long, value_name = "JOB,...")]
+    on_failure: Option<String>,
     /// Cron only: how day-of-month and day-of-week combine from now on (or, and).
     #[arg(long, value_name = "or|and")]
     day_match: Option<String>,
@@ -342,6 +356,15 @@ struct UpdateOpts {
     /// A new DST fold policy: auto, once, both.
     #[arg(long, value_name = "auto|once|both")]
     dst_fold: Option<String>,
+}
+
+/// A comma-separated list of job names (empty: none).
+fn job_names(flag: &str, text: &str) -> Result<Vec<JobName>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| JobName::new(n).map_err(|e| anyhow!("{flag} \"{n}\": {e}")))
+        .collect()
 }
 
 /// What `job add` and `job update` were given, whichever the help said about it.
@@ -363,6 +386,8 @@ struct JobOpts {
     day_match: Option<String>,
     dst_gap: Option<String>,
     dst_fold: Option<String>,
+    on_success: Option<String>,
+    on_failure: Option<String>,
 }
 
 /// Both option structs carry the same fields; they differ only in their help.
@@ -388,6 +413,8 @@ macro_rules! into_job_opts {
                     day_match: o.day_match,
                     dst_gap: o.dst_gap,
                     dst_fold: o.dst_fold,
+                    on_success: o.on_success,
+                    on_failure: o.on_failure,
                 }
             }
         }
@@ -468,6 +495,14 @@ impl JobOpts {
             job.isolation = i
                 .parse::<Isolation>()
                 .map_err(|e| anyhow!("--isolation: {e}"))?;
+        }
+        for (flag, given, slot) in [
+            ("--on-success", &self.on_success, &mut job.on_success),
+            ("--on-failure", &self.on_failure, &mut job.on_failure),
+        ] {
+            if let Some(text) = given {
+                *slot = job_names(flag, text)?;
+            }
         }
         Ok(())
     }
@@ -630,6 +665,8 @@ pub(crate) fn job_json(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> Va
         "priority": job.priority.get(),
         "group": job.group,
         "dependencies": job.dependencies.iter().map(JobName::as_str).collect::<Vec<_>>(),
+        "on_success": job.on_success.iter().map(JobName::as_str).collect::<Vec<_>>(),
+        "on_failure": job.on_failure.iter().map(JobName::as_str).collect::<Vec<_>>(),
         "node_tag": job.node_tag,
         "application": job.application,
         "owner": job.owner,
@@ -693,6 +730,20 @@ fn job_text(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> String {
             deps.join(", ")
         },
     ]);
+    for (field, list) in [
+        ("on success", &job.on_success),
+        ("on failure", &job.on_failure),
+    ] {
+        let names: Vec<&str> = list.iter().map(JobName::as_str).collect();
+        t.row([
+            field.to_string(),
+            if names.is_empty() {
+                "-".to_string()
+            } else {
+                names.join(", ")
+            },
+        ]);
+    }
     t.row(["application".to_string(), opt(&job.application)]);
     t.row(["owner".to_string(), opt(&job.owner)]);
     t.row(["description".to_string(), opt(&job.description)]);
@@ -927,6 +978,7 @@ fn add(a: AddArgs) -> Result<()> {
     opts.apply(&mut job)?;
     job.enabled = !a.disabled;
     job.validate().map_err(|e| anyhow!("{e}"))?;
+    crate::dynparams::check_job(&job).map_err(|e| anyhow!("{e}"))?;
     let now = Timestamp::now();
     job.next_fire = first_fire(&job, now, r.at.as_deref(), a.allow_past)?;
     let store = a.db.open()?;
@@ -1017,6 +1069,7 @@ fn update(u: UpdateArgs) -> Result<()> {
     }
     opts.apply(&mut job)?;
     job.validate().map_err(|e| anyhow!("{e}"))?;
+    crate::dynparams::check_job(&job).map_err(|e| anyhow!("{e}"))?;
     let now = Timestamp::now();
     // A changed schedule or validity window starts from now, inside the window.
     if schedule_changed || opts.effective_from.is_some() || opts.expires_at.is_some() {

@@ -49,6 +49,10 @@ pub(super) struct RunsArgs {
     /// `cursor` in JSON; the API's `next_cursor` is the same text).
     #[arg(long, value_name = "CURSOR", allow_hyphen_values = true)]
     before: Option<String>,
+    /// Show this one run in full: its trigger, parent run, continuations, resolved params
+    /// and attempts.
+    #[arg(long, value_name = "RUN_ID", allow_hyphen_values = true, conflicts_with_all = ["job", "state", "from", "to", "before"])]
+    id: Option<String>,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -104,7 +108,22 @@ fn run_json(r: &Run, job: &str) -> Value {
         "plugin": r.plugin.as_ref().map(|p| p.name.as_str()),
         "plugin_version": r.plugin.as_ref().map(|p| p.version.as_str()),
         "plugin_sha256": r.plugin.as_ref().and_then(|p| p.sha256.as_deref()),
+        // A continuation's parent run; the params as resolved from their templates.
+        "parent_run_id": r.parent_run_id.map(|p| p.0),
+        "params_resolved": r
+            .params_resolved
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok()),
     })
+}
+
+/// The trigger column: a continuation names its parent run.
+fn trigger_text(r: &Run) -> String {
+    match (r.trigger, r.parent_run_id) {
+        (Some(t), Some(p)) => format!("{t} of {p}"),
+        (Some(t), None) => t.name().to_string(),
+        (None, _) => "-".to_string(),
+    }
 }
 
 fn elapsed_text(d: Duration) -> String {
@@ -115,7 +134,86 @@ fn elapsed_text(d: Duration) -> String {
     }
 }
 
+/// `takt runs --id RUN_ID`: one run with how it came to be and what it started.
+fn one_run(store: &AnyStore, id: RunId, json_out: bool) -> Result<()> {
+    let run = block_on(store.run_get(id))??
+        .ok_or_else(|| anyhow!("run {id} does not exist; `takt runs` lists the runs"))?;
+    let job = job_name(store, run.job_id)?;
+    let children = block_on(store.run_children(id))??;
+    let attempts = block_on(store.run_attempts(id))??;
+    if json_out {
+        let mut v = run_json(&run, &job);
+        v["attempts"] = attempts
+            .iter()
+            .map(|a| serde_json::to_value(crate::inspect::AttemptView::from(a)))
+            .collect::<Result<Vec<_>, _>>()?
+            .into();
+        v["continuations"] = children
+            .iter()
+            .map(
+                |c| json!({"id": c.id.map(|i| i.0), "job_id": c.job_id.0, "state": c.state.name()}),
+            )
+            .collect::<Vec<_>>()
+            .into();
+        return outln!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    let mut t = Table::new(["field", "value"]);
+    let dash = || "-".to_string();
+    t.row(["id".to_string(), id.to_string()]);
+    t.row(["job".to_string(), job]);
+    t.row(["fire time (UTC)".to_string(), run.fire_time.to_string()]);
+    t.row(["state".to_string(), run.state.name().to_string()]);
+    t.row(["trigger".to_string(), trigger_text(&run)]);
+    t.row([
+        "parent run".to_string(),
+        run.parent_run_id.map_or_else(dash, |p| p.to_string()),
+    ]);
+    let kids: Vec<String> = children
+        .iter()
+        .filter_map(|c| {
+            let name = job_name(store, c.job_id).ok()?;
+            Some(format!("{} ({name}, {})", c.id?, c.state))
+        })
+        .collect();
+    t.row([
+        "continuations".to_string(),
+        if kids.is_empty() {
+            dash()
+        } else {
+            kids.join(", ")
+        },
+    ]);
+    t.row(["attempt".to_string(), run.attempt.to_string()]);
+    t.row([
+        "node".to_string(),
+        run.node_id.as_ref().map_or_else(dash, ToString::to_string),
+    ]);
+    t.row([
+        "started".to_string(),
+        run.started_at.map_or_else(dash, |t| t.to_string()),
+    ]);
+    t.row([
+        "finished".to_string(),
+        run.finished_at.map_or_else(dash, |t| t.to_string()),
+    ]);
+    t.row([
+        "params (resolved)".to_string(),
+        run.params_resolved.clone().unwrap_or_else(dash),
+    ]);
+    t.row(["error".to_string(), run.error.clone().unwrap_or_else(dash)]);
+    t.row([
+        "result".to_string(),
+        run.result_json.clone().unwrap_or_else(dash),
+    ]);
+    out!("{}", t.render())
+}
+
 pub(super) fn runs(a: RunsArgs) -> Result<()> {
+    if let Some(text) = &a.id {
+        let id = RunId(super::args::number("--id", text, "a run id", 1)?);
+        let store = a.db.open()?;
+        return one_run(&store, id, a.json);
+    }
     let limit = super::args::number("--limit", &a.limit, "a count", 1)?;
     let state = match &a.state {
         Some(s) => Some(RunState::from_name(s).ok_or_else(|| {
@@ -200,6 +298,16 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
                 .map(|a| serde_json::to_value(crate::inspect::AttemptView::from(a)))
                 .collect::<Result<Vec<_>, _>>()?
                 .into();
+            // The continuations its final state created, along the (parent run, job) key.
+            let children = match r.id {
+                Some(id) => block_on(store.run_children(id))??,
+                None => Vec::new(),
+            };
+            v["continuations"] = children
+                .iter()
+                .filter_map(|c| c.id.map(|i| i.0))
+                .collect::<Vec<_>>()
+                .into();
             all.push(v);
         }
         outln!("{}", serde_json::to_string_pretty(&all)?)?;
@@ -227,7 +335,7 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
             name_of(r),
             r.fire_time.to_string(),
             r.state.name().to_string(),
-            r.trigger.map_or("-", |t| t.name()).to_string(),
+            trigger_text(r),
             r.attempt.to_string(),
             r.node_id
                 .as_ref()

@@ -40,6 +40,8 @@ pub trait Backend: Send + Sync + 'static {
     fn job_get(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<JobDef>>>;
     fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>>;
     fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>>;
+    /// The continuations a run's final state created ([`Store::run_children`]).
+    fn run_children(&self, parent: RunId) -> BoxFut<'_, StoreResult<Vec<Run>>>;
     fn log_list(
         &self,
         run: RunId,
@@ -131,6 +133,9 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>> {
         Box::pin(self.store().run_get(id))
+    }
+    fn run_children(&self, parent: RunId) -> BoxFut<'_, StoreResult<Vec<Run>>> {
+        Box::pin(self.store().run_children(parent))
     }
     fn log_list(
         &self,

@@ -240,6 +240,11 @@ pub(super) struct JobBody {
     pause: Option<IgnoredAny>,
     #[schema(ignore)]
     expired: Option<IgnoredAny>,
+    /// Jobs that each get one run when a run of this job succeeds (continuations; names of
+    /// existing jobs, no cycle). Absent: none.
+    on_success: Option<Vec<String>>,
+    /// Jobs that each get one run when a run of this job fails or times out. Absent: none.
+    on_failure: Option<Vec<String>>,
 }
 
 impl JobBody {
@@ -348,15 +353,32 @@ impl JobBody {
                 ),
             };
         }
+        for (field, given, slot) in [
+            ("on_success", &self.on_success, &mut job.on_success),
+            ("on_failure", &self.on_failure, &mut job.on_failure),
+        ] {
+            *slot = given
+                .iter()
+                .flatten()
+                .map(|n| {
+                    JobName::new(n).map_err(|e| Problem::invalid(field, format!("\"{n}\": {e}")))
+                })
+                .collect::<ApiResult<_>>()?;
+        }
         job.validate().map_err(|e| {
             let text = e.to_string();
             let field = if text.contains("effective_from") {
                 "effective_from"
+            } else if text.contains("on_success") {
+                "on_success"
+            } else if text.contains("on_failure") {
+                "on_failure"
             } else {
                 ""
             };
             Problem::invalid(field, text)
         })?;
+        crate::dynparams::check(&job.params_json).map_err(|e| Problem::invalid("params", e))?;
         Ok(job)
     }
 }

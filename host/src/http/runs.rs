@@ -69,6 +69,19 @@ struct RunView {
     plugin: Option<String>,
     plugin_version: Option<String>,
     plugin_sha256: Option<String>,
+    /// How the run came to be: schedule, catch_up, manual, backfill, continuation; null for
+    /// runs recorded before takt kept it.
+    trigger: Option<String>,
+    /// For a continuation: the run whose final state created it.
+    parent_run_id: Option<i64>,
+    /// The params with their templates resolved for the latest attempt (secret-looking
+    /// values masked); null when the job's params hold no template.
+    #[schema(value_type = Object)]
+    params_resolved: Option<Value>,
+    /// The ids of the continuation runs this run's final state created (single-run reads
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    continuations: Option<Vec<i64>>,
 }
 
 fn view(run: &Run, job: Option<String>) -> RunView {
@@ -100,6 +113,10 @@ fn view(run: &Run, job: Option<String>) -> RunView {
         plugin: run.plugin.as_ref().map(|p| p.name.clone()),
         plugin_version: run.plugin.as_ref().map(|p| p.version.clone()),
         plugin_sha256: run.plugin.as_ref().and_then(|p| p.sha256.clone()),
+        trigger: run.trigger.map(|t| t.name().to_string()),
+        parent_run_id: run.parent_run_id.map(|p| p.0),
+        params_resolved: run.params_resolved.as_deref().map(mask_text),
+        continuations: None,
     }
 }
 
@@ -244,7 +261,10 @@ async fn get_run(
         .job_get(run.job_id)
         .await?
         .map(|j| j.name.to_string());
-    Ok(Json(view(&run, job)))
+    let children = st.backend.run_children(RunId(id)).await?;
+    let mut v = view(&run, job);
+    v.continuations = Some(children.iter().filter_map(|c| c.id.map(|i| i.0)).collect());
+    Ok(Json(v))
 }
 
 /// Why a cancel is asked for.

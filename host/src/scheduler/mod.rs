@@ -477,6 +477,7 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     /// now; `None` for a manual job) and wakes the loop. Returns the stored job.
     pub async fn add_job(&self, mut job: JobDef) -> Result<JobDef, SchedulerError> {
         job.validate()?;
+        crate::dynparams::check_job(&job).map_err(StoreError::invalid)?;
         let now = self.ctx.clock.now();
         job.next_fire = job.first_fire_after(now);
         let stored = self.ctx.store.job_insert(&job, now).await?;
@@ -489,6 +490,7 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     /// fire is recomputed from now; otherwise the stored one is kept. Takes effect at once.
     pub async fn update_job(&self, mut job: JobDef) -> Result<JobDef, SchedulerError> {
         job.validate()?;
+        crate::dynparams::check_job(&job).map_err(StoreError::invalid)?;
         let id = job
             .id
             .ok_or_else(|| SchedulerError::NoId(job.name.clone()))?;

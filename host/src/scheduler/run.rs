@@ -45,6 +45,31 @@ pub(super) async fn execute<S: Store + Clone + 'static>(
             ctx.clock.sleep_until(start).await;
         }
     }
+    // Dynamic parameters: resolved before the handler is called, recorded on the run.
+    let params_json = match crate::dynparams::resolve_for_run(&ctx.store, &job, &run, id).await {
+        Ok(None) => job.params_json.clone(),
+        Ok(Some(resolved)) => {
+            if let Err(e) = ctx.store.run_set_params(id, run.attempt, &resolved).await {
+                tracing::warn!("run {id}: its resolved params could not be recorded ({e})");
+            }
+            resolved
+        }
+        Err((error, retryable)) => {
+            if not_before.is_some() {
+                // Recorded at its fire time, not before it: a run never ends early.
+                ctx.clock.sleep_until(start).await;
+            }
+            return Ended {
+                id,
+                run,
+                retry: job.retry,
+                event: RunEvent::Failed { error, retryable },
+                elapsed: None,
+                plugin: None,
+                drained: None,
+            };
+        }
+    };
     // The plugin build that ran the attempt, recorded with its end.
     let mut plugin: Option<PluginBuild> = None;
     let mut drained = None;
@@ -56,7 +81,7 @@ pub(super) async fn execute<S: Store + Clone + 'static>(
                 crate::builtin::run(
                     &ctx.store,
                     &job.handler_type,
-                    &job.params_json,
+                    &params_json,
                     id,
                     ctx.clock.now(),
                 )
@@ -100,7 +125,7 @@ pub(super) async fn execute<S: Store + Clone + 'static>(
                     target,
                     handler: resolved.handler.name.clone(),
                     handler_type: job.handler_type.clone(),
-                    params_json: job.params_json.clone(),
+                    params_json,
                     job_id: job.id.map_or_else(String::new, |j| j.to_string()),
                     job_name: job.name.to_string(),
                     run_id: id.to_string(),

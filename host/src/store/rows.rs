@@ -22,13 +22,13 @@ use crate::spec::ScheduleSpec;
 pub(crate) const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params_json, schedule_json, \
      enabled, effective_from, expires_at, timeout_ms, retry_max, retry_backoff, retry_timeouts, \
      misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
-     isolation, next_fire, version, updated_at";
+     isolation, next_fire, version, updated_at, on_success, on_failure";
 
 /// The columns of `runs`, in the order [`RunRow`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
      finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
      progress_total, progress_message, skip_reason, next_attempt_at, node_instance, plugin, \
-     plugin_version, plugin_sha256, triggered_by";
+     plugin_version, plugin_sha256, triggered_by, parent_run_id, params_resolved";
 
 /// A stored value the store cannot read back: someone edited the row by hand, or a newer
 /// takt wrote a form this one does not know.
@@ -71,6 +71,9 @@ pub(crate) struct JobRow {
     pub(crate) next_fire: Option<i64>,
     pub(crate) version: i64,
     pub(crate) updated_at: i64,
+    /// JSON arrays of job names.
+    pub(crate) on_success: String,
+    pub(crate) on_failure: String,
 }
 
 impl JobRow {
@@ -94,6 +97,15 @@ impl JobRow {
             .iter()
             .map(|d| JobName::new(d).map_err(|e| bad("dependencies", &e)))
             .collect::<StoreResult<Vec<_>>>()?;
+        let names = |column: &str, text: &str| -> StoreResult<Vec<JobName>> {
+            let names: Vec<String> = serde_json::from_str(text).map_err(|e| bad(column, &e))?;
+            names
+                .iter()
+                .map(|n| JobName::new(n).map_err(|e| bad(column, &e)))
+                .collect()
+        };
+        let on_success = names("on_success", &self.on_success)?;
+        let on_failure = names("on_failure", &self.on_failure)?;
         let backoff: Backoff = self
             .retry_backoff
             .parse()
@@ -146,6 +158,8 @@ impl JobRow {
                 .isolation
                 .parse::<Isolation>()
                 .map_err(|e| bad("isolation", &e))?,
+            on_success,
+            on_failure,
             next_fire: opt_ts("next_fire", self.next_fire)?,
             version: u64::try_from(self.version).map_err(|_| bad("version", &self.version))?,
             updated_at: Some(ts("updated_at", self.updated_at)?),
@@ -179,6 +193,8 @@ pub(crate) struct RunRow {
     pub(crate) plugin_sha256: Option<String>,
     /// NULL for runs recorded before the column existed (unknown).
     pub(crate) trigger: Option<String>,
+    pub(crate) parent_run_id: Option<i64>,
+    pub(crate) params_resolved: Option<String>,
 }
 
 impl RunRow {
@@ -231,6 +247,8 @@ impl RunRow {
                 .trigger
                 .map(|t| Trigger::from_name(&t).ok_or_else(|| bad("triggered_by", &t)))
                 .transpose()?,
+            parent_run_id: self.parent_run_id.map(RunId),
+            params_resolved: self.params_resolved,
         })
     }
 }
@@ -276,7 +294,18 @@ impl JobRow {
                 job.name
             ))
         })?;
+        let names = |field: &str, list: &[JobName]| {
+            let names: Vec<&str> = list.iter().map(JobName::as_str).collect();
+            serde_json::to_string(&names).map_err(|e| {
+                StoreError::invalid(format!(
+                    "the {field} of job {} cannot be written as JSON ({e})",
+                    job.name
+                ))
+            })
+        };
         Ok(JobRow {
+            on_success: names("on_success", &job.on_success)?,
+            on_failure: names("on_failure", &job.on_failure)?,
             id: job.id.map_or(0, |id| id.0),
             name: job.name.as_str().to_string(),
             group: job.group.clone(),
@@ -341,6 +370,8 @@ impl RunRow {
             plugin_sha256: run.plugin.as_ref().and_then(|p| p.sha256.clone()),
             node_instance: run.node_instance.as_ref().map(|i| i.0.clone()),
             trigger: run.trigger.map(|t| t.name().to_string()),
+            parent_run_id: run.parent_run_id.map(|p| p.0),
+            params_resolved: run.params_resolved.clone(),
         })
     }
 }

@@ -63,6 +63,12 @@ impl Proxy {
         self.lose_commits.store(n, Ordering::SeqCst);
     }
 
+    /// How many of the COMMIT answers asked to be lost are still to come (0: all were).
+    #[allow(dead_code)]
+    pub(crate) fn commit_answers_to_lose(&self) -> usize {
+        self.lose_commits.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn cut(&self) {
         self.down.store(true, Ordering::SeqCst);
         for s in self.conns.lock().expect("conns").drain(..) {

@@ -41,8 +41,8 @@ use crate::node::{InstanceId, NodeInfo, Registered, Registration};
 use crate::pause::{Pause, PauseTarget};
 use crate::policy::{Backoff, RetryPolicy};
 use crate::run::{
-    LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState,
-    SkipReason, Trigger,
+    CancelReason, LEASE_EXPIRED, NODE_RESTARTED, NodeId, PluginBuild, Progress, Run, RunEvent,
+    RunId, RunState, SkipReason, Trigger,
 };
 use crate::schedule::cron::CronExpr;
 use crate::schedule::{DstPolicy, GapPolicy, Interval, Rule, Schedule, Zone};
@@ -154,6 +154,7 @@ where
     check!(alert_episodes_open_once_until_closed);
     check!(concurrent_alert_opens_have_one_winner if concurrent_claims);
     check!(alert_deliveries_round_trip_newest_first);
+    check!(continuations_run_once_per_final_state);
     check!(logs_are_ordered_and_batched if logs);
     check!(retention_purges_only_old_final_runs_and_their_logs if retention);
     assert_eq!(
@@ -166,7 +167,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 39;
+pub const CHECKS: usize = 40;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -652,6 +653,222 @@ pub fn assert_each_fire_once(claimed: &[(JobId, Timestamp)], jobs: usize, fires:
 }
 
 // ---- the checks --------------------------------------------------------------------------
+
+/// Continuations (issue 15 item 2): a parent's final state creates one queued run of each job
+/// listed for it (trigger continuation, the parent recorded, fire time = the parent's finish)
+/// in the finish's transaction; a duplicated finish creates nothing more; unknown names,
+/// cycles and removing a job another continues with are refused; cancelled continues with
+/// nothing. Also the two reads of dynamic parameters: the last success's fire time and the
+/// resolved params recorded on a running run.
+pub async fn continuations_run_once_per_final_state<S: Store>(store: S) {
+    let idle = |name: &str| {
+        let mut j = manual(name);
+        j.next_fire = None;
+        j
+    };
+    let notify = insert(&store, idle("notify")).await;
+    let alert = insert(&store, idle("alert")).await;
+    let name = |n: &str| JobName::new(n).expect("valid name");
+    let mut unknown = idle("stray");
+    unknown.on_success = vec![name("missing")];
+    let e = store.job_insert(&unknown, t0()).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Invalid,
+        "unknown continuation: {e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("on_success names job \"missing\", which does not exist"),
+        "the error names the field and the job: {e}"
+    );
+    let mut parent = manual("parent");
+    parent.on_success = vec![name("notify")];
+    parent.on_failure = vec![name("alert")];
+    let parent = insert(&store, parent).await;
+    let parent_id = parent.id.expect("id");
+    assert_eq!(parent.on_success, [name("notify")], "on_success stored");
+    assert_eq!(parent.on_failure, [name("alert")], "on_failure stored");
+
+    let mut looped = notify.clone();
+    looped.on_failure = vec![name("parent")];
+    let e = store.job_update(&looped, t0()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Invalid, "cycle: {e}");
+    assert!(
+        e.to_string().contains("notify → parent → notify"),
+        "the error lists the cycle: {e}"
+    );
+    let e = store.job_delete(notify.id.expect("id")).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Conflict,
+        "removing a continuation: {e}"
+    );
+    assert!(
+        e.to_string().contains("job parent continues with it"),
+        "{e}"
+    );
+
+    // Success: one run of notify, queued, in the finish's transaction.
+    let run = claim_one(&store, "node-a", at(1)).await.run;
+    assert_eq!(run.job_id, parent_id);
+    let done = finish(
+        &store,
+        &run,
+        RunEvent::Succeeded { result_json: None },
+        at(5),
+    )
+    .await;
+    let children = store
+        .run_children(done.id.expect("id"))
+        .await
+        .expect("children");
+    assert_eq!(
+        children.len(),
+        1,
+        "one continuation on success: {children:?}"
+    );
+    let child = &children[0];
+    assert_eq!(child.job_id, notify.id.expect("id"), "on_success's job");
+    assert_eq!(child.trigger, Some(Trigger::Continuation));
+    assert_eq!(child.parent_run_id, done.id, "the parent recorded");
+    assert_eq!(child.state, RunState::Pending, "queued");
+    assert_eq!(child.fire_time, at(5), "fires at the parent's finish");
+
+    // A duplicated finish is refused and creates nothing more.
+    let mut again = run.clone();
+    again
+        .apply(
+            RunEvent::Succeeded { result_json: None },
+            at(6),
+            &RetryPolicy::default(),
+        )
+        .expect("legal");
+    let e = store
+        .run_set_state_if_running(
+            run.id.expect("id"),
+            run.attempt,
+            &RunFinish::from_run(&again, at(6)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "a second finish: {e}");
+    assert_eq!(
+        store
+            .run_children(done.id.expect("id"))
+            .await
+            .expect("children")
+            .len(),
+        1,
+        "a duplicated finish creates no second continuation"
+    );
+
+    // The child is claimed like any queued run; its resolved params go on it while running.
+    let c = claim_one(&store, "node-a", at(6)).await.run;
+    assert_eq!(c.id, child.id, "the continuation run is claimed");
+    store
+        .run_set_params(c.id.expect("id"), c.attempt, "{\"from\":\"x\"}")
+        .await
+        .expect("params recorded");
+    let stored = store
+        .run_get(c.id.expect("id"))
+        .await
+        .expect("get")
+        .expect("run");
+    assert_eq!(stored.params_resolved.as_deref(), Some("{\"from\":\"x\"}"));
+    assert_eq!(stored.parent_run_id, done.id, "the parent read back");
+    let ended = finish(&store, &c, RunEvent::Succeeded { result_json: None }, at(7)).await;
+    assert!(
+        store
+            .run_children(ended.id.expect("id"))
+            .await
+            .expect("children")
+            .is_empty(),
+        "a job without continuations continues with nothing"
+    );
+    let e = store
+        .run_set_params(c.id.expect("id"), c.attempt, "{}")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Conflict,
+        "params of a finished run: {e}"
+    );
+
+    // Failure: alert.
+    store
+        .run_enqueue(parent_id, at(100), at(100))
+        .await
+        .expect("enqueue");
+    let run = claim_one(&store, "node-a", at(100)).await.run;
+    let failed_run = finish(
+        &store,
+        &run,
+        RunEvent::Failed {
+            error: "boom".into(),
+            retryable: false,
+        },
+        at(101),
+    )
+    .await;
+    assert_eq!(failed_run.state, RunState::Failed);
+    let children = store
+        .run_children(failed_run.id.expect("id"))
+        .await
+        .expect("children");
+    assert_eq!(
+        children.len(),
+        1,
+        "one continuation on failure: {children:?}"
+    );
+    assert_eq!(
+        children[0].job_id,
+        alert.id.expect("id"),
+        "on_failure's job"
+    );
+
+    // Cancelled: nothing.
+    store
+        .run_enqueue(parent_id, at(200), at(200))
+        .await
+        .expect("enqueue");
+    let run = claim_one(&store, "node-a", at(200)).await.run;
+    let cancelled = finish(
+        &store,
+        &run,
+        RunEvent::Cancelled {
+            reason: CancelReason::Requested,
+        },
+        at(201),
+    )
+    .await;
+    assert!(
+        store
+            .run_children(cancelled.id.expect("id"))
+            .await
+            .expect("children")
+            .is_empty(),
+        "a cancelled run continues with nothing"
+    );
+
+    assert_eq!(
+        store
+            .run_last_success_fire(parent_id, at(1000))
+            .await
+            .expect("last success"),
+        Some(t0()),
+        "the fire time of the parent's one success"
+    );
+    assert_eq!(
+        store
+            .run_last_success_fire(parent_id, t0())
+            .await
+            .expect("last success"),
+        None,
+        "strictly before"
+    );
+}
 
 /// `job_due`: only enabled jobs with `next_fire <= now`, in claim order (priority, next fire,
 /// id), at most `limit`, with their running and pending counts.
@@ -2251,7 +2468,7 @@ pub async fn cancel_requests_reach_the_node_running_the_run<S: Store>(store: S) 
         &store,
         &running,
         RunEvent::Cancelled {
-            reason: crate::run::CancelReason::Requested,
+            reason: CancelReason::Requested,
         },
         at(34),
     )

@@ -767,6 +767,20 @@ impl Conn for MemoryConn<'_> {
         let inner = &mut *self.inner;
         let mut out = Vec::new();
         for run in runs {
+            // The unique (parent run, job) key of the SQL schemas: a violation is an error
+            // there (only the (job, fire time) key is passed over), so it is one here.
+            if let Some(parent) = run.parent_run_id
+                && inner
+                    .runs
+                    .values()
+                    .any(|r| r.parent_run_id == Some(parent) && r.job_id == run.job_id)
+            {
+                return Err(StoreError::conflict(format!(
+                    "run {parent} already has a continuation run of job {}",
+                    run.job_id
+                ))
+                .into());
+            }
             if let Some(stored) = inner.insert_run(run.clone()) {
                 if stored.state == RunState::Running
                     && let Some(id) = stored.id
@@ -1165,6 +1179,44 @@ impl Conn for MemoryConn<'_> {
         row.id = Some(id);
         inner.deliveries.insert(id, row);
         Ok(id)
+    }
+
+    async fn runs_of_parent(&mut self, parent: RunId) -> Res<Vec<Run>> {
+        Ok(self
+            .inner
+            .runs
+            .values()
+            .filter(|r| r.parent_run_id == Some(parent))
+            .cloned()
+            .collect())
+    }
+
+    async fn last_success_fire(&mut self, job: JobId, before: Timestamp) -> Res<Option<Timestamp>> {
+        let inner = &*self.inner;
+        Ok(inner
+            .run_keys
+            .range((job, Timestamp::MIN)..(job, before))
+            .rev()
+            .filter_map(|(_, id)| inner.runs.get(id))
+            .find(|r| r.state == RunState::Succeeded)
+            .map(|r| r.fire_time))
+    }
+
+    async fn run_set_params_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        params_json: &str,
+    ) -> Res<bool> {
+        let inner = &mut *self.inner;
+        match inner.runs.get(&id).cloned() {
+            Some(mut run) if run.state == RunState::Running && run.attempt == attempt => {
+                run.params_resolved = Some(params_json.to_string());
+                inner.put_run(run);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {

@@ -964,6 +964,29 @@ pub trait Store: Send + Sync {
         job: Option<&str>,
         limit: usize,
     ) -> impl Future<Output = StoreResult<Vec<OperatorAction>>> + Send;
+
+    /// The runs that run `parent`'s final state created (its continuations, trigger
+    /// `continuation`), by id. Along the (parent run, job) key.
+    fn run_children(&self, parent: RunId) -> impl Future<Output = StoreResult<Vec<Run>>> + Send;
+
+    /// The fire time of the latest succeeded run of `job` whose fire time is before `before`
+    /// (the `last_success_fire_time` of dynamic parameters: the start of an incremental
+    /// data-sync window). Along the (job, state, fire time) index.
+    fn run_last_success_fire(
+        &self,
+        job: JobId,
+        before: Timestamp,
+    ) -> impl Future<Output = StoreResult<Option<Timestamp>>> + Send;
+
+    /// Records `params_json`, the job's params with their templates resolved, on run `id`
+    /// while it is running attempt `attempt` (a Conflict otherwise: the run moved on, and
+    /// the attempt's record belongs to whoever moved it).
+    fn run_set_params(
+        &self,
+        id: RunId,
+        attempt: u32,
+        params_json: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
 #[cfg(test)]

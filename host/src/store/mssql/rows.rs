@@ -60,6 +60,8 @@ pub(super) fn job_of(r: &Row, shown: &str) -> StoreResult<JobDef> {
         next_fire: c.instant(22)?,
         version: c.int_req(23)?,
         updated_at: c.instant_req(24)?,
+        on_success: c.text_req(25)?,
+        on_failure: c.text_req(26)?,
     }
     .into_job(shown)
 }
@@ -94,6 +96,8 @@ pub(super) fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         plugin_version: c.text(20)?,
         plugin_sha256: c.text(21)?,
         trigger: c.text(22)?,
+        parent_run_id: c.int(23)?,
+        params_resolved: c.text(24)?,
     }
     .into_run(shown)
 }
@@ -134,6 +138,8 @@ pub(super) fn job_params(p: &mut Params, r: JobRow) -> StoreResult<Vec<String>> 
         p.at(r.next_fire),
         p.add(r.version),
         p.at(Some(r.updated_at)),
+        p.add(r.on_success),
+        p.add(r.on_failure),
     ])
 }
 
@@ -160,6 +166,8 @@ pub(super) fn run_params(p: &mut Params, r: RunRow) -> StoreResult<Vec<String>> 
         p.add(text(r.plugin_version)),
         p.add(text(r.plugin_sha256)),
         p.add(text(r.trigger)),
+        p.add(r.parent_run_id),
+        p.add(text(r.params_resolved)),
     ])
 }
 

@@ -1625,6 +1625,68 @@ impl Conn for MssqlConn<'_> {
         .int_req(0)?)
     }
 
+    async fn runs_of_parent(&mut self, parent: RunId) -> Res<Vec<Run>> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = {} ORDER BY id",
+            p.add(parent.0)
+        );
+        let rows = self
+            .c
+            .rows("listing a run's continuations", &sql, &p)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| run_of(r, self.shown))
+            .collect::<takt_core::store::StoreResult<Vec<_>>>()?)
+    }
+
+    async fn last_success_fire(&mut self, job: JobId, before: Timestamp) -> Res<Option<Timestamp>> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT MAX(fire_time) FROM runs \
+             WHERE job_id = {} AND state = N'succeeded' AND fire_time < {}",
+            p.add(job.0),
+            p.at(Some(before.as_millisecond()))
+        );
+        let row = self.c.row("finding a job's last success", &sql, &p).await?;
+        let Some(row) = row else { return Ok(None) };
+        let at = Cells {
+            row: &row,
+            shown: self.shown,
+            what: "a run's fire time",
+        }
+        .instant(0)?;
+        Ok(at
+            .map(|v| {
+                Timestamp::from_millisecond(v).map_err(|e| {
+                    corrupt(self.shown, &format!("a run of job {job}"), "fire_time", e)
+                })
+            })
+            .transpose()?)
+    }
+
+    async fn run_set_params_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        params_json: &str,
+    ) -> Res<bool> {
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE runs SET params_resolved = {} OUTPUT INSERTED.id \
+             WHERE id = {} AND state = N'running' AND attempt = {}",
+            p.add(params_json.to_string()),
+            p.add(id.0),
+            p.add(i64::from(attempt))
+        );
+        Ok(!self
+            .c
+            .rows("recording a run's resolved params", &sql, &p)
+            .await?
+            .is_empty())
+    }
+
     async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {
         let shown = self.shown;
         let p = self.c.params();

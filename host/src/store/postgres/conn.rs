@@ -1834,6 +1834,67 @@ impl Conn for PgConn<'_> {
         })
     }
 
+    async fn runs_of_parent(&mut self, parent: RunId) -> Res<Vec<Run>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    &format!("SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = $1 ORDER BY id"),
+                    &[&parent.0],
+                )
+                .await
+                .map_err(|e| pg(s, "listing a run's continuations", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| run_of(r, s))
+                .collect::<StoreResult<Vec<_>>>()?)
+        })
+    }
+
+    async fn last_success_fire(&mut self, job: JobId, before: Timestamp) -> Res<Option<Timestamp>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let row = c
+                .query_one(
+                    "SELECT MAX(fire_time) FROM runs \
+                     WHERE job_id = $1 AND state = 'succeeded' AND fire_time < $2",
+                    &[&job.0, &ts(before)],
+                )
+                .await
+                .map_err(|e| pg(s, "finding a job's last success", e))?;
+            let at: Option<SystemTime> = row
+                .try_get(0)
+                .map_err(|e| pg(s, "finding a job's last success", e))?;
+            Ok(at
+                .map(|t| {
+                    Timestamp::from_millisecond(ms_of(t))
+                        .map_err(|e| StoreError::other(format!("a fire time in {s}: {e}")))
+                })
+                .transpose()?)
+        })
+    }
+
+    async fn run_set_params_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        params_json: &str,
+    ) -> Res<bool> {
+        let s = self.shown;
+        let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+        on!(self, |c| {
+            let n = c
+                .execute(
+                    "UPDATE runs SET params_resolved = $1 \
+                     WHERE id = $2 AND state = 'running' AND attempt = $3",
+                    &[&params_json, &id.0, &attempt],
+                )
+                .await
+                .map_err(|e| pg(s, "recording a run's resolved params", e))?;
+            Ok(n > 0)
+        })
+    }
+
     async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {
         let s = self.shown;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);

@@ -98,6 +98,8 @@ fn job_row(r: &Row, shown: &str) -> StoreResult<JobRow> {
         next_fire: t(22)?,
         version: r.try_get(23).map_err(&bad)?,
         updated_at: t(24)?.unwrap_or_default(),
+        on_success: r.try_get(25).map_err(&bad)?,
+        on_failure: r.try_get(26).map_err(&bad)?,
     })
 }
 
@@ -136,6 +138,8 @@ pub(super) fn run_of(r: &Row, shown: &str) -> StoreResult<Run> {
         plugin_version: r.try_get(20).map_err(&bad)?,
         plugin_sha256: r.try_get(21).map_err(&bad)?,
         trigger: r.try_get(22).map_err(&bad)?,
+        parent_run_id: r.try_get(23).map_err(&bad)?,
+        params_resolved: r.try_get(24).map_err(&bad)?,
     }
     .into_run(shown)
 }
@@ -173,6 +177,8 @@ pub(super) fn job_params(r: JobRow) -> StoreResult<Vec<Param>> {
         Box::new(st_opt(r.next_fire)),
         Box::new(r.version),
         Box::new(st(r.updated_at)),
+        Box::new(r.on_success),
+        Box::new(r.on_failure),
     ])
 }
 
@@ -222,16 +228,17 @@ pub(super) struct RunBatch {
     node_instance: Vec<Option<String>>,
     trigger: Vec<Option<String>>,
     claim_token: Vec<i64>,
+    parent_run_id: Vec<Option<i64>>,
 }
 
 const INSERT_RUNS: &str = "INSERT INTO runs (job_id, fire_time, state, attempt, created_at, \
      started_at, finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, \
      progress_done, progress_total, progress_message, skip_reason, next_attempt_at, \
-     node_instance, triggered_by, claim_token) \
+     node_instance, triggered_by, claim_token, parent_run_id) \
      SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::integer[], \
      $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::timestamptz[], \
      $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], \
-     $16::text[], $17::timestamptz[], $18::text[], $19::text[], $20::bigint[]) \
+     $16::text[], $17::timestamptz[], $18::text[], $19::text[], $20::bigint[], $21::bigint[]) \
      ON CONFLICT (job_id, fire_time) DO NOTHING";
 
 impl RunBatch {
@@ -257,6 +264,7 @@ impl RunBatch {
         self.node_instance.push(r.node_instance);
         self.trigger.push(r.trigger);
         self.claim_token.push(token);
+        self.parent_run_id.push(r.parent_run_id);
         Ok(())
     }
 
@@ -303,6 +311,7 @@ impl RunBatch {
                     &self.node_instance,
                     &self.trigger,
                     &self.claim_token,
+                    &self.parent_run_id,
                 ],
             )
             .await

@@ -134,6 +134,8 @@ impl JobRow {
             next_fire: r.get(22)?,
             version: r.get(23)?,
             updated_at: r.get(24)?,
+            on_success: r.get(25)?,
+            on_failure: r.get(26)?,
         })
     }
 }
@@ -168,6 +170,12 @@ fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
     ])
 }
 
+/// The values of a job's `on_success` and `on_failure` columns (last in `JOB_COLUMNS`).
+fn continuation_values(job: &JobDef) -> StoreResult<[Value; 2]> {
+    let r = JobRow::of(job, Timestamp::UNIX_EPOCH)?;
+    Ok([Value::Text(r.on_success), Value::Text(r.on_failure)])
+}
+
 impl RunRow {
     fn read(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         Ok(RunRow {
@@ -194,6 +202,8 @@ impl RunRow {
             plugin_version: r.get(20)?,
             plugin_sha256: r.get(21)?,
             trigger: r.get(22)?,
+            parent_run_id: r.get(23)?,
+            params_resolved: r.get(24)?,
         })
     }
 }
@@ -225,6 +235,8 @@ fn run_values(run: &Run) -> StoreResult<Vec<Value>> {
         text(r.plugin_version),
         text(r.plugin_sha256),
         text(r.trigger),
+        int(r.parent_run_id),
+        text(r.params_resolved),
     ])
 }
 
@@ -620,6 +632,7 @@ impl Conn for SqliteConn<'_> {
             Value::Integer(1),
             Value::Integer(ms(now)),
         ]);
+        values.extend(continuation_values(job)?);
         let columns = JOB_COLUMNS.trim_start_matches("id, ");
         let marks = vec!["?"; values.len()].join(", ");
         let name = values.len() + 1;
@@ -658,6 +671,7 @@ impl Conn for SqliteConn<'_> {
             Value::Integer(expected + 1),
             Value::Integer(ms(now)),
         ]);
+        values.extend(continuation_values(job)?);
         let sets = JOB_COLUMNS
             .split(", ")
             .skip(1)
@@ -1662,6 +1676,62 @@ impl Conn for SqliteConn<'_> {
         })
         .map_err(|e| sql_error(self.path(), "recording an alert delivery", e))?;
         Ok(conn.last_insert_rowid())
+    }
+
+    async fn runs_of_parent(&mut self, parent: RunId) -> Res<Vec<Run>> {
+        let path = self.path();
+        let rows = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = ?1 ORDER BY id"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([parent.0], RunRow::read)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error(path, "listing a run's continuations", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_run(path))
+            .collect::<StoreResult<Vec<_>>>()?)
+    }
+
+    async fn last_success_fire(&mut self, job: JobId, before: Timestamp) -> Res<Option<Timestamp>> {
+        let path = self.path();
+        let at: Option<i64> = self
+            .db
+            .conn
+            .prepare_cached(
+                "SELECT MAX(fire_time) FROM runs \
+                 WHERE job_id = ?1 AND state = 'succeeded' AND fire_time < ?2",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![job.0, ms(before)], |r| r.get(0)))
+            .map_err(|e| sql_error(path, "finding a job's last success", e))?;
+        Ok(at
+            .map(|v| {
+                Timestamp::from_millisecond(v)
+                    .map_err(|e| corrupt(path, &format!("a run of job {job}"), "fire_time", e))
+            })
+            .transpose()?)
+    }
+
+    async fn run_set_params_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        params_json: &str,
+    ) -> Res<bool> {
+        let n = self
+            .db
+            .conn
+            .execute(
+                "UPDATE runs SET params_resolved = ?1 \
+                 WHERE id = ?2 AND state = 'running' AND attempt = ?3",
+                params![params_json, id.0, i64::from(attempt)],
+            )
+            .map_err(|e| sql_error(self.path(), "recording a run's resolved params", e))?;
+        Ok(n > 0)
     }
 
     async fn alert_delivery_list(&mut self, limit: usize) -> Res<Vec<AlertDelivery>> {

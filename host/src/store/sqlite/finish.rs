@@ -10,13 +10,79 @@
 
 use std::sync::{Weak, mpsc};
 
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
 use takt_core::run::{Run, RunId};
-use takt_core::store::engine::{FinishWrite, Res};
+use takt_core::store::engine::{FinishWrite, Res, continue_after};
 use takt_core::store::{StoreError, StoreResult};
 
 use super::Shared;
-use super::conn::finish_row;
+use super::conn::{SqliteConn, finish_row};
 use super::connect::{Db, sql_error};
+
+/// The finish `write` of run `id` in the caller's transaction and, when its compare-and-set
+/// matched with a final state, the run's continuations (the engine's rule,
+/// [`continue_after`], over this connection's primitives): the rule every finish applies in
+/// the transaction of the compare-and-set.
+pub(super) fn finish_and_continue(
+    db: &mut Db,
+    id: RunId,
+    attempt: u32,
+    write: &FinishWrite,
+) -> StoreResult<Option<Run>> {
+    let Some(run) = finish_row(&db.conn, &db.path, id, attempt, write)? else {
+        return Ok(None);
+    };
+    if !write.retry {
+        // Not a transaction of its own (`tx: false`): the caller's is open around it.
+        let mut c = SqliteConn { db, tx: false };
+        ready(continue_after(&mut c, &run)).map_err(|f| f.error)?;
+    }
+    Ok(Some(run))
+}
+
+/// One finish in a transaction of its own (outside a batch).
+pub(super) fn finish_alone(
+    db: &mut Db,
+    id: RunId,
+    attempt: u32,
+    write: &FinishWrite,
+) -> StoreResult<Option<Run>> {
+    if write.retry {
+        // A retry continues with nothing: the statement's own savepoint is enough.
+        return finish_row(&db.conn, &db.path, id, attempt, write);
+    }
+    let path = db.path.clone();
+    db.conn
+        .execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| sql_error(&path, "starting a finish", e))?;
+    let written = finish_and_continue(db, id, attempt, write).and_then(|run| {
+        db.conn
+            .execute_batch("COMMIT")
+            .map(|()| run)
+            .map_err(|e| sql_error(&path, "committing a finish", e))
+    });
+    if written.is_err() && !db.conn.is_autocommit() {
+        let _ = db.conn.execute_batch("ROLLBACK");
+    }
+    written
+}
+
+/// The output of `f`, a future over the SQLite primitives, which never wait (rusqlite is
+/// synchronous): polled once on this thread. A future that did wait is a bug reported as
+/// an error, never a hang.
+fn ready<T>(f: impl Future<Output = Res<T>>) -> Res<T> {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => Err(StoreError::other(
+            "a sqlite store primitive waited inside the finishing thread; report this as a bug",
+        )
+        .into()),
+    }
+}
 
 /// The most finishes the finishing thread commits in one transaction.
 const MAX_FINISH_BATCH: usize = 256;
@@ -67,7 +133,7 @@ fn finish_batch(db: &mut Db, batch: Vec<FinishReq>) {
     }
     let answers = batch
         .iter()
-        .map(|r| finish_row(&db.conn, &path, r.id, r.attempt, &r.write))
+        .map(|r| finish_and_continue(db, r.id, r.attempt, &r.write))
         .collect::<StoreResult<Vec<_>>>()
         .and_then(|answers| {
             db.conn
@@ -92,7 +158,7 @@ fn finish_batch(db: &mut Db, batch: Vec<FinishReq>) {
                 );
             }
             for req in batch {
-                let answer = finish_row(&db.conn, &path, req.id, req.attempt, &req.write);
+                let answer = finish_alone(db, req.id, req.attempt, &req.write);
                 let _ = req.reply.send(answer.map_err(Into::into));
             }
         }

@@ -236,8 +236,8 @@ impl SqliteDialect {
 
     /// One finish on the caller's thread, in a session of its own.
     fn finish_here(&self, id: RunId, attempt: u32, write: &FinishWrite) -> Res<Option<Run>> {
-        let db = self.shared.slot.check_out();
-        Ok(conn::finish_row(&db.conn, &db.path, id, attempt, write)?)
+        let mut db = self.shared.slot.check_out();
+        Ok(finish::finish_alone(&mut db, id, attempt, write)?)
     }
 }
 

@@ -68,7 +68,10 @@ pub trait Dialect: Send + Sync + 'static {
     }
 
     /// Writes one finish (the engine has checked its shape and resolves lost commits).
-    /// Default: [`Conn::run_finish_if_running`] on a session of its own. A backend may batch
+    /// Default: [`Conn::run_finish_if_running`] on a session of its own — for a final state
+    /// in a transaction that also creates the run's continuations
+    /// ([`super::continue_after`], the rule every implementation must apply in the
+    /// transaction of the compare-and-set, after it matched). A backend may batch
     /// finishes (the SQLite store's finishing thread commits those queued together in one
     /// transaction) as long as each stays its own compare-and-set, answered only after the
     /// commit that holds it.
@@ -79,8 +82,19 @@ pub trait Dialect: Send + Sync + 'static {
         write: &FinishWrite,
     ) -> impl Future<Output = Res<Option<Run>>> + Send {
         async move {
-            let mut s = self.session("finishing a run").await?;
-            s.conn().run_finish_if_running(id, attempt, write).await
+            let what = "finishing a run";
+            let mut s = self.session(what).await?;
+            if write.retry {
+                // A retry continues with nothing: one statement on its own.
+                return s.conn().run_finish_if_running(id, attempt, write).await;
+            }
+            let mut tx = s.begin(what).await?;
+            let Some(run) = tx.run_finish_if_running(id, attempt, write).await? else {
+                return Ok(None);
+            };
+            super::continuation::continue_after(&mut tx, &run).await?;
+            tx.commit().await?;
+            Ok(Some(run))
         }
     }
 }
@@ -611,6 +625,27 @@ pub trait Conn: Send {
         &mut self,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<AlertDelivery>>> + Send;
+
+    // ---- continuations and dynamic parameters
+
+    /// The runs whose `parent_run_id` is `parent`, by id.
+    fn runs_of_parent(&mut self, parent: RunId) -> impl Future<Output = Res<Vec<Run>>> + Send;
+
+    /// The greatest fire time of a run of `job` in state succeeded before `before`.
+    fn last_success_fire(
+        &mut self,
+        job: JobId,
+        before: Timestamp,
+    ) -> impl Future<Output = Res<Option<Timestamp>>> + Send;
+
+    /// Sets the run's `params_resolved` to `params_json` if it is running `attempt`; whether
+    /// it was.
+    fn run_set_params_if_running(
+        &mut self,
+        id: RunId,
+        attempt: u32,
+        params_json: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
 
     /// Tells other nodes that something may be due sooner than they planned (PostgreSQL
     /// `NOTIFY`, delivered at commit); nothing where other nodes only poll.

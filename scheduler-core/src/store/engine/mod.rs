@@ -22,11 +22,13 @@
 pub mod backfill;
 mod cancel;
 mod claim;
+pub mod continuation;
 mod dialect;
 mod fail;
 mod pause;
 mod slot;
 
+pub use continuation::continue_after;
 pub use dialect::{Conn, Dialect, FinishWrite, NextFireMove, PendingDue, Res, Session};
 pub use fail::{Fail, RETRY_PAUSES_MS, Retry, retrying, retrying_resolving};
 pub use slot::{Checkout, Slot};
@@ -108,6 +110,7 @@ impl<D: Dialect> Engine<D> {
         retrying(d, what, || async {
             let mut s = d.session(what).await?;
             let mut tx = s.begin(what).await?;
+            continuation::check_job(&mut tx, job).await?;
             let mut stored = tx
                 .job_insert(job, now)
                 .await?
@@ -145,6 +148,10 @@ impl<D: Dialect> Engine<D> {
             {
                 return Err(name_taken(&job.name).into());
             }
+            continuation::check_job(&mut tx, job).await?;
+            if current.name != job.name {
+                continuation::check_unreferenced(&mut tx, &current, Some(&job.name)).await?;
+            }
             let mut stored = tx.job_update_if_version(job, now).await?.ok_or_else(|| {
                 StoreError::conflict(format!(
                     "job {} changed while updating it; reload it and apply your change again",
@@ -166,6 +173,9 @@ impl<D: Dialect> Engine<D> {
         retrying(d, what, || async {
             let mut s = d.session(what).await?;
             let mut tx = s.begin(what).await?;
+            if let Some(current) = tx.job_get(id).await? {
+                continuation::check_unreferenced(&mut tx, &current, None).await?;
+            }
             if !tx.job_delete(id).await? {
                 return Err(job_missing(id).into());
             }
@@ -918,5 +928,38 @@ impl<T: DialectStore> Store for T {
     async fn alert_delivery_list(&self, limit: usize) -> StoreResult<Vec<AlertDelivery>> {
         read!(self.engine(), "listing alert deliveries", |c| c
             .alert_delivery_list(limit))
+    }
+
+    async fn run_children(&self, parent: RunId) -> StoreResult<Vec<Run>> {
+        read!(self.engine(), "listing a run's continuations", |c| c
+            .runs_of_parent(parent))
+    }
+
+    async fn run_last_success_fire(
+        &self,
+        job: JobId,
+        before: Timestamp,
+    ) -> StoreResult<Option<Timestamp>> {
+        read!(self.engine(), "finding a job's last success", |c| c
+            .last_success_fire(job, before))
+    }
+
+    async fn run_set_params(&self, id: RunId, attempt: u32, params_json: &str) -> StoreResult<()> {
+        let d = &self.engine().dialect;
+        let what = "recording a run's resolved params";
+        retrying(d, what, || async {
+            let mut s = d.session(what).await?;
+            let mut c = s.conn();
+            // Idempotent: writing the same text twice leaves the same row.
+            if c.run_set_params_if_running(id, attempt, params_json)
+                .await
+                .map_err(Fail::idempotent)?
+            {
+                return Ok(());
+            }
+            let run = c.run_get(id).await?.ok_or_else(|| run_missing(id))?;
+            Err(unfinishable(&run, id, attempt).into())
+        })
+        .await
     }
 }
