@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use takt_core::job::{Isolation, JobDef, Priority};
+use takt_core::job::{Isolation, JobDef, JobName, Priority};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
 use takt_core::schedule::{Zone, parse_duration};
 
@@ -285,6 +285,8 @@ struct JobEntry {
     overlap: Option<String>,
     priority: Option<u16>,
     group: Option<String>,
+    depends_on: Option<Vec<String>>,
+    dependency_wait: Option<String>,
     effective_from: Option<InstantValue>,
     expires_at: Option<InstantValue>,
     node_tag: Option<String>,
@@ -575,7 +577,7 @@ impl Config {
             .plugins
             .resolve(capacity)
             .map_err(|(key, m)| err(key, m))?;
-        let mut jobs = Vec::with_capacity(raw.jobs.len());
+        let mut jobs: Vec<JobDef> = Vec::with_capacity(raw.jobs.len());
         for (i, entry) in raw.jobs.into_iter().enumerate() {
             let key = format!("jobs[{i}]");
             let job = entry.into_job(&timezone).map_err(|(field, message)| {
@@ -611,6 +613,7 @@ impl Config {
             }
             jobs.push(job);
         }
+        let mut jobs = in_dependency_order(jobs).map_err(|(key, m)| err(&key, m))?;
         if let Some(days) = raw.retention_days {
             jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
         }
@@ -850,6 +853,39 @@ impl InstantValue {
     }
 }
 
+/// The file's jobs with every job after the file jobs it depends on (otherwise in file
+/// order), so that `takt run` adds a dependency before its dependents; a cycle among them is
+/// refused here, naming it (`jobs[i].depends_on`). A name the file does not declare is left
+/// to the store, which knows the jobs added from the command line or the API.
+fn in_dependency_order(jobs: Vec<JobDef>) -> Result<Vec<JobDef>, (String, String)> {
+    for (i, job) in jobs.iter().enumerate() {
+        let graph = jobs
+            .iter()
+            .map(|j| (&j.name, j.dependencies.as_slice()))
+            .chain(job.dependencies.iter().filter_map(|d| {
+                // Names outside the file count as leaves for the cycle check.
+                (!jobs.iter().any(|j| j.name == *d)).then_some((d, &[][..]))
+            }));
+        takt_core::store::dependency::check_graph(graph, &job.name)
+            .map_err(|e| (format!("jobs[{i}].depends_on"), e.message().to_string()))?;
+    }
+    let mut placed: Vec<JobDef> = Vec::with_capacity(jobs.len());
+    let mut left = jobs;
+    while !left.is_empty() {
+        // Acyclic, so some job's file dependencies are all placed.
+        let i = left
+            .iter()
+            .position(|j| {
+                j.dependencies.iter().all(|d| {
+                    placed.iter().any(|p| p.name == *d) || !left.iter().any(|l| l.name == *d)
+                })
+            })
+            .unwrap_or(0);
+        placed.push(left.remove(i));
+    }
+    Ok(placed)
+}
+
 impl JobEntry {
     /// The job, or the failing field (empty for the entry as a whole) and the message.
     fn into_job(self, default_tz: &str) -> Result<JobDef, (&'static str, String)> {
@@ -925,6 +961,22 @@ impl JobEntry {
             job.priority = Priority::new(p).map_err(|e| ("priority", e.to_string()))?;
         }
         job.group = self.group;
+        for (i, name) in self.depends_on.iter().flatten().enumerate() {
+            job.dependencies.push(
+                JobName::new(name).map_err(|e| ("depends_on", format!("[{i}] \"{name}\": {e}")))?,
+            );
+        }
+        if let Some(w) = &self.dependency_wait {
+            let secs =
+                parse_duration(w).map_err(|e| ("dependency_wait", format!("\"{w}\": {e}")))?;
+            if secs == 0 {
+                return Err((
+                    "dependency_wait",
+                    "must be longer than 0s; leave it out to wait until the job's next fire".into(),
+                ));
+            }
+            job.dependency_wait = Some(Duration::from_secs(secs));
+        }
         let zone = match &job.schedule {
             Some(s) => s.zone().clone(),
             None => Zone::get(default_tz).map_err(|e| ("tz", e.to_string()))?,

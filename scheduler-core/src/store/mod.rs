@@ -32,6 +32,7 @@
 pub mod access;
 pub mod backend;
 pub mod conformance;
+pub mod dependency;
 pub mod engine;
 pub mod memory;
 

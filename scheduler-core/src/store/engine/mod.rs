@@ -22,6 +22,7 @@
 pub mod backfill;
 mod cancel;
 mod claim;
+mod depend;
 mod dialect;
 mod fail;
 mod pause;
@@ -108,6 +109,7 @@ impl<D: Dialect> Engine<D> {
         retrying(d, what, || async {
             let mut s = d.session(what).await?;
             let mut tx = s.begin(what).await?;
+            depend::check_job_graph(&mut tx, job).await?;
             let mut stored = tx
                 .job_insert(job, now)
                 .await?
@@ -145,6 +147,10 @@ impl<D: Dialect> Engine<D> {
             {
                 return Err(name_taken(&job.name).into());
             }
+            depend::check_job_graph(&mut tx, job).await?;
+            if current.name != job.name {
+                depend::check_not_depended_on(&mut tx, &current.name, "renamed").await?;
+            }
             let mut stored = tx.job_update_if_version(job, now).await?.ok_or_else(|| {
                 StoreError::conflict(format!(
                     "job {} changed while updating it; reload it and apply your change again",
@@ -166,6 +172,10 @@ impl<D: Dialect> Engine<D> {
         retrying(d, what, || async {
             let mut s = d.session(what).await?;
             let mut tx = s.begin(what).await?;
+            // A job others depend on stays until they no longer name it.
+            if let Some(job) = tx.job_get(id).await? {
+                depend::check_not_depended_on(&mut tx, &job.name, "removed").await?;
+            }
             if !tx.job_delete(id).await? {
                 return Err(job_missing(id).into());
             }
