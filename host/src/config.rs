@@ -1198,6 +1198,75 @@ enabled = false
     }
 
     #[test]
+    fn depends_on_is_read_ordered_and_checked() {
+        let c = parse(
+            r#"
+[[jobs]]
+name = "report"
+handler = "examples::hello"
+every = "10m"
+depends_on = ["load"]
+dependency_wait = "30m"
+
+[[jobs]]
+name = "load"
+handler = "examples::hello"
+every = "10m"
+depends_on = ["extract", "from-the-cli"]
+
+[[jobs]]
+name = "extract"
+handler = "examples::hello"
+every = "10m"
+"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = c.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["extract", "load", "report"], "dependencies first");
+        assert_eq!(c.jobs[2].dependency_wait, Some(Duration::from_secs(1800)));
+        assert_eq!(c.jobs[1].dependencies.len(), 2);
+
+        let job = |name: &str, deps: &str| {
+            format!(
+                "[[jobs]]\nname = \"{name}\"\nhandler = \"x::y\"\nevery = \"1m\"\n\
+                 depends_on = {deps}\n"
+            )
+        };
+        let cycle = format!(
+            "{}{}{}",
+            job("a", r#"["c"]"#),
+            job("b", r#"["a"]"#),
+            job("c", r#"["b"]"#)
+        );
+        let e = parse(&cycle).unwrap_err();
+        assert_eq!(e.key, "jobs[0].depends_on");
+        assert_eq!(
+            e.message,
+            "dependency cycle: a -> c -> b -> a; remove one of these dependencies"
+        );
+        let e = parse(&job("a", r#"["a"]"#)).unwrap_err();
+        assert!(e.message.contains("lists itself"), "{e}");
+        let e = parse(&job("a", r#"[" bad "]"#)).unwrap_err();
+        assert_eq!(e.key, "jobs[0].depends_on", "{e}");
+        for (wait, text) in [("0s", "is zero"), ("soon", "\"soon\"")] {
+            let e = parse(&format!(
+                "{}{}dependency_wait = \"{wait}\"\n",
+                job("b", "[]"),
+                job("a", r#"["b"]"#)
+            ))
+            .unwrap_err();
+            assert_eq!(e.key, "jobs[1].dependency_wait", "{e}");
+            assert!(e.message.contains(text), "{e}");
+        }
+        let e = parse(&format!("{}dependency_wait = \"5m\"\n", job("a", "[]"))).unwrap_err();
+        assert!(
+            e.message
+                .contains("has a dependency_wait but no dependencies"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn validity_windows_read_strings_and_toml_dates_in_the_jobs_zone() {
         let c = parse(
             r#"
