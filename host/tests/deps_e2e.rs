@@ -1,7 +1,8 @@
 //! Job dependencies end to end (issue 15 item 1): two real `takt run` processes on one
 //! PostgreSQL database run a dependent chain of three every-10-seconds jobs, `extract ->
 //! load -> report` (load depends on extract, report on load), for about two minutes; `load`
-//! fails once (the `failOnce` marker of `testing::record`).
+//! fails once, about 40 s in (the `failOnce` marker of `testing::record`, whose directory the
+//! test creates then).
 //!
 //! Checked afterwards, for every fire up to shortly before the nodes stopped: each fire of a
 //! dependent either ran after its upstream's run of the same fire time succeeded (the
@@ -124,7 +125,10 @@ fn two_nodes_run_a_dependent_chain_in_order_and_skip_after_a_failure() {
     let db = common::pg::Pg::connect(&url);
     db.exec(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
     let record = dir.0.join("executions.txt");
-    let marker = dir.0.join("load-failed-once");
+    // The marker's directory is made mid-run: until then `failOnce` cannot create the
+    // marker, so load succeeds; the first load after it fails (a fire in the judged window).
+    let arm = dir.0.join("arm");
+    let marker = arm.join("load-failed-once");
     let file = config(&dir.0, &url, &schema, &record, &marker);
 
     let mut a = node(&dir.0, &file, "node-a", RUN_S, "a.log");
@@ -138,6 +142,8 @@ fn two_nodes_run_a_dependent_chain_in_order_and_skip_after_a_failure() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut b = node(&dir.0, &file, "node-b", RUN_S, "b.log");
+    std::thread::sleep(Duration::from_secs(40));
+    std::fs::create_dir(&arm).expect("arm the failure");
     for (name, child) in [("a", &mut a), ("b", &mut b)] {
         let status = child.wait().expect("wait");
         assert!(
@@ -277,6 +283,10 @@ fn two_nodes_run_a_dependent_chain_in_order_and_skip_after_a_failure() {
     assert!(message.contains("dependency load"), "{message}");
     assert!(message.contains("failed"), "{message}");
     assert!(ran >= 10, "dependents ran ({ran} ran, {skipped} skipped)");
+    assert!(
+        skipped >= 1,
+        "report's fire after the failure was judged skipped"
+    );
     assert_eq!(
         nodes_running_dependents.len(),
         2,

@@ -394,7 +394,9 @@ struct RecordParams {
     #[serde(default)]
     sleep_ms: u64,
     /// A marker file: the first call that creates it (atomically, so once across processes)
-    /// fails after recording and sleeping; every later call succeeds.
+    /// fails after recording and sleeping; every later call succeeds, and so does every call
+    /// while the marker cannot be created (its directory missing: a test arms the failure by
+    /// creating the directory).
     #[serde(default)]
     fail_once: Option<String>,
 }
