@@ -285,6 +285,8 @@ struct JobEntry {
     overlap: Option<String>,
     priority: Option<u16>,
     group: Option<String>,
+    depends_on: Option<Vec<String>>,
+    dependency_wait: Option<String>,
     effective_from: Option<InstantValue>,
     expires_at: Option<InstantValue>,
     node_tag: Option<String>,
@@ -579,7 +581,7 @@ impl Config {
             .plugins
             .resolve(capacity)
             .map_err(|(key, m)| err(key, m))?;
-        let mut jobs = Vec::with_capacity(raw.jobs.len());
+        let mut jobs: Vec<JobDef> = Vec::with_capacity(raw.jobs.len());
         for (i, entry) in raw.jobs.into_iter().enumerate() {
             let key = format!("jobs[{i}]");
             let job = entry.into_job(&timezone).map_err(|(field, message)| {
@@ -624,6 +626,7 @@ impl Config {
                 ),
             ));
         }
+        let mut jobs = in_dependency_order(jobs).map_err(|(key, m)| err(&key, m))?;
         if let Some(days) = raw.retention_days {
             jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
         }
@@ -863,6 +866,39 @@ impl InstantValue {
     }
 }
 
+/// The file's jobs with every job after the file jobs it depends on (otherwise in file
+/// order), so that `takt run` adds a dependency before its dependents; a cycle among them is
+/// refused here, naming it (`jobs[i].depends_on`). A name the file does not declare is left
+/// to the store, which knows the jobs added from the command line or the API.
+fn in_dependency_order(jobs: Vec<JobDef>) -> Result<Vec<JobDef>, (String, String)> {
+    for (i, job) in jobs.iter().enumerate() {
+        let graph = jobs
+            .iter()
+            .map(|j| (&j.name, j.dependencies.as_slice()))
+            .chain(job.dependencies.iter().filter_map(|d| {
+                // Names outside the file count as leaves for the cycle check.
+                (!jobs.iter().any(|j| j.name == *d)).then_some((d, &[][..]))
+            }));
+        takt_core::store::dependency::check_graph(graph, &job.name)
+            .map_err(|e| (format!("jobs[{i}].depends_on"), e.message().to_string()))?;
+    }
+    let mut placed: Vec<JobDef> = Vec::with_capacity(jobs.len());
+    let mut left = jobs;
+    while !left.is_empty() {
+        // Acyclic, so some job's file dependencies are all placed.
+        let i = left
+            .iter()
+            .position(|j| {
+                j.dependencies.iter().all(|d| {
+                    placed.iter().any(|p| p.name == *d) || !left.iter().any(|l| l.name == *d)
+                })
+            })
+            .unwrap_or(0);
+        placed.push(left.remove(i));
+    }
+    Ok(placed)
+}
+
 impl JobEntry {
     /// The job, or the failing field (empty for the entry as a whole) and the message.
     fn into_job(self, default_tz: &str) -> Result<JobDef, (&'static str, String)> {
@@ -938,6 +974,22 @@ impl JobEntry {
             job.priority = Priority::new(p).map_err(|e| ("priority", e.to_string()))?;
         }
         job.group = self.group;
+        for (i, name) in self.depends_on.iter().flatten().enumerate() {
+            job.dependencies.push(
+                JobName::new(name).map_err(|e| ("depends_on", format!("[{i}] \"{name}\": {e}")))?,
+            );
+        }
+        if let Some(w) = &self.dependency_wait {
+            let secs =
+                parse_duration(w).map_err(|e| ("dependency_wait", format!("\"{w}\": {e}")))?;
+            if secs == 0 {
+                return Err((
+                    "dependency_wait",
+                    "must be longer than 0s; leave it out to wait until the job's next fire".into(),
+                ));
+            }
+            job.dependency_wait = Some(Duration::from_secs(secs));
+        }
         let zone = match &job.schedule {
             Some(s) => s.zone().clone(),
             None => Zone::get(default_tz).map_err(|e| ("tz", e.to_string()))?,
@@ -1204,6 +1256,75 @@ enabled = false
         assert!(!c.jobs[1].enabled);
         assert!(same_definition(&c.jobs[0], &c.jobs[0]));
         assert!(!same_definition(&c.jobs[0], &c.jobs[1]));
+    }
+
+    #[test]
+    fn depends_on_is_read_ordered_and_checked() {
+        let c = parse(
+            r#"
+[[jobs]]
+name = "report"
+handler = "examples::hello"
+every = "10m"
+depends_on = ["load"]
+dependency_wait = "30m"
+
+[[jobs]]
+name = "load"
+handler = "examples::hello"
+every = "10m"
+depends_on = ["extract", "from-the-cli"]
+
+[[jobs]]
+name = "extract"
+handler = "examples::hello"
+every = "10m"
+"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = c.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["extract", "load", "report"], "dependencies first");
+        assert_eq!(c.jobs[2].dependency_wait, Some(Duration::from_secs(1800)));
+        assert_eq!(c.jobs[1].dependencies.len(), 2);
+
+        let job = |name: &str, deps: &str| {
+            format!(
+                "[[jobs]]\nname = \"{name}\"\nhandler = \"x::y\"\nevery = \"1m\"\n\
+                 depends_on = {deps}\n"
+            )
+        };
+        let cycle = format!(
+            "{}{}{}",
+            job("a", r#"["c"]"#),
+            job("b", r#"["a"]"#),
+            job("c", r#"["b"]"#)
+        );
+        let e = parse(&cycle).unwrap_err();
+        assert_eq!(e.key, "jobs[0].depends_on");
+        assert_eq!(
+            e.message,
+            "dependency cycle: a -> c -> b -> a; remove one of these dependencies"
+        );
+        let e = parse(&job("a", r#"["a"]"#)).unwrap_err();
+        assert!(e.message.contains("lists itself"), "{e}");
+        let e = parse(&job("a", r#"[" bad "]"#)).unwrap_err();
+        assert_eq!(e.key, "jobs[0].depends_on", "{e}");
+        for (wait, text) in [("0s", "is zero"), ("soon", "\"soon\"")] {
+            let e = parse(&format!(
+                "{}{}dependency_wait = \"{wait}\"\n",
+                job("b", "[]"),
+                job("a", r#"["b"]"#)
+            ))
+            .unwrap_err();
+            assert_eq!(e.key, "jobs[1].dependency_wait", "{e}");
+            assert!(e.message.contains(text), "{e}");
+        }
+        let e = parse(&format!("{}dependency_wait = \"5m\"\n", job("a", "[]"))).unwrap_err();
+        assert!(
+            e.message
+                .contains("has a dependency_wait but no dependencies"),
+            "{e}"
+        );
     }
 
     #[test]

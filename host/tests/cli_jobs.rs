@@ -1356,3 +1356,77 @@ fn backfill_creates_missing_fires_once_and_refuses_bad_ranges() {
     ]);
     assert!(e.contains("no recurring schedule"), "{e}");
 }
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn dependencies_are_set_shown_and_refused_when_unknown_cyclic_or_malformed() {
+    let d = TempDir::migrated("deps");
+    let add = |name: &str, extra: &[&str]| {
+        let mut a = vec!["job", "add", "--name", name, "--handler", "examples::hello"];
+        a.extend_from_slice(&["--every", "10m"]);
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+
+    // Unknown: refused, nothing stored.
+    let e = d.fails(&refs(&add("load", &["--depends-on", "extract"])));
+    assert!(
+        e.contains("job load depends on extract, which does not exist; add job extract first"),
+        "{e}"
+    );
+    d.ok(&refs(&add("extract", &[])));
+    d.ok(&refs(&add("clean", &[])));
+    d.ok(&refs(&add(
+        "load",
+        &["--depends-on", "extract, clean", "--dependency-wait", "30m"],
+    )));
+    let shown = d.json(&["job", "show", "load"]);
+    assert_eq!(
+        shown["dependencies"],
+        serde_json::json!(["extract", "clean"])
+    );
+    assert_eq!(shown["dependency_wait"], "30m");
+    let text = d.ok(&["job", "show", "load"]);
+    assert!(text.contains("extract, clean"), "{text}");
+
+    // A cycle: refused with the cycle listed.
+    let e = d.fails(&["job", "update", "extract", "--depends-on", "load"]);
+    assert!(
+        e.contains(
+            "dependency cycle: extract -> load -> extract; remove one of these dependencies"
+        ),
+        "{e}"
+    );
+    // Bad waits.
+    for (wait, want) in [("0s", "is zero"), ("soon", "--dependency-wait \"soon\"")] {
+        let e = d.fails(&refs(&add(
+            "report",
+            &["--depends-on", "load", "--dependency-wait", wait],
+        )));
+        assert!(e.contains(want), "{wait}: {e}");
+    }
+    // A job others depend on is not removed.
+    let e = d.fails(&["job", "remove", "extract"]);
+    assert!(
+        e.contains("job extract cannot be removed: load depends on it"),
+        "{e}"
+    );
+    // Cleared, it goes.
+    d.ok(&[
+        "job",
+        "update",
+        "load",
+        "--depends-on",
+        "",
+        "--dependency-wait",
+        "",
+    ]);
+    assert_eq!(
+        d.json(&["job", "show", "load"])["dependencies"],
+        serde_json::json!([])
+    );
+    d.ok(&["job", "remove", "extract"]);
+}

@@ -584,3 +584,68 @@ fn a_zombie_attempt_beside_its_retry_is_a_duplicate() {
         "{v}"
     );
 }
+
+/// A run waiting for its dependency is shown as waiting by `takt runs` (text and JSON) and
+/// named by `takt why`; after the dependency failed, the skip names it.
+#[test]
+fn a_run_waiting_for_a_dependency_is_shown_and_explained() {
+    let d = Dir::new("deps");
+    let db = d.db();
+    let s = store(&db);
+    let hourly = || {
+        let every = Interval::new(3600, Some(t("2026-06-01T00:00:00Z"))).expect("interval");
+        JobDef::new("x", "examples::hello")
+            .expect("job")
+            .with_schedule(Schedule::new(Rule::Interval(every), Zone::utc()))
+    };
+    let fire = t("2026-06-01T10:00:00Z");
+    let mut extract = hourly();
+    extract.name = takt_core::job::JobName::new("extract").expect("name");
+    insert(&s, extract, fire, fire);
+    let mut load = hourly();
+    load.name = takt_core::job::JobName::new("load").expect("name");
+    load.dependencies = vec![takt_core::job::JobName::new("extract").expect("name")];
+    insert(&s, load, fire, fire);
+    let life = register(&s, "node-a", "life-1", fire);
+    // extract is claimed (and left running); load's fire waits for it.
+    block_on(s.run_claim_due(&ClaimParams {
+        node: NodeId("node-a".into()),
+        instance: life,
+        tags: Vec::new(),
+        now: fire,
+        limit: 10,
+        lease: Duration::from_secs(600),
+    }))
+    .expect("claim");
+    drop(s);
+    let db = db.to_str().expect("utf-8");
+    let runs = d.ok(&["runs", "--job", "load", "--db", db]);
+    assert!(runs.contains("waiting"), "{runs}");
+    assert!(runs.contains("waiting for extract"), "{runs}");
+    let v: Value = serde_json::from_str(&d.ok(&["runs", "--job", "load", "--json", "--db", db]))
+        .expect("json");
+    assert_eq!(v[0]["state"], "pending", "{v}");
+    assert_eq!(v[0]["waiting"], true, "{v}");
+    assert!(
+        v[0]["waiting_for"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("waiting for extract")),
+        "{v}"
+    );
+    assert_eq!(v[0]["error"], Value::Null, "{v}");
+    let why: Value =
+        serde_json::from_str(&d.ok(&["why", "load", "--json", "--db", db])).expect("json");
+    let reasons = why["reasons"].as_array().expect("reasons");
+    let waiting = reasons
+        .iter()
+        .find(|r| r["code"] == "waiting_for_dependency")
+        .unwrap_or_else(|| panic!("{why}"));
+    assert!(
+        waiting["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("waiting for extract") && t.contains("takt cancel")),
+        "{waiting}"
+    );
+    let text = d.ok(&["why", "extract", "--db", db]);
+    assert!(!text.contains("waiting_for_dependency"), "{text}");
+}

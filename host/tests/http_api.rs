@@ -345,6 +345,39 @@ async fn jobs_are_created_read_edited_with_versions_triggered_and_deleted() {
         (StatusCode::BAD_REQUEST, Some("expires_at")),
         "{v}"
     );
+    // Dependencies are a real field: set, shown, and refused when unknown, cyclic or with a
+    // bad wait.
+    let mut dependent = job("dependent", "t::ok");
+    dependent["dependencies"] = json!(["windowed"]);
+    dependent["dependency_wait"] = json!("30m");
+    let (s, _, v) = api
+        .call(Method::POST, "/api/v1/jobs", Some(dependent), &[])
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["dependencies"], json!(["windowed"]), "{v}");
+    assert_eq!(v["dependency_wait"], "30m", "{v}");
+    let mut unknown = job("orphan", "t::ok");
+    unknown["depends_on"] = json!(["nowhere"]);
+    let (s, _, v) = api
+        .call(Method::POST, "/api/v1/jobs", Some(unknown), &[])
+        .await;
+    assert!(s.is_client_error(), "{s} {v}");
+    assert!(
+        v.to_string()
+            .contains("depends on nowhere, which does not exist"),
+        "{v}"
+    );
+    let mut bad_wait = job("badwait", "t::ok");
+    bad_wait["dependencies"] = json!(["windowed"]);
+    bad_wait["dependency_wait"] = json!("soon");
+    let (s, _, v) = api
+        .call(Method::POST, "/api/v1/jobs", Some(bad_wait), &[])
+        .await;
+    assert_eq!(
+        (s, v["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("dependency_wait")),
+        "{v}"
+    );
     let mut reversed = job("reversed", "t::ok");
     reversed["effective_from"] = json!("2031-01-01T00:00:00Z");
     reversed["expires_at"] = json!("2030-01-01T00:00:00Z");

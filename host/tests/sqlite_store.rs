@@ -570,7 +570,10 @@ fn jobs_of_every_kind() -> Vec<JobDef> {
         ),
         ("manual", None),
     ];
-    schedules
+    // The jobs the others depend on come first: a dependency must exist.
+    let upstream = ["collect", "cleanup \"old\" files"]
+        .map(|n| JobDef::new(n, "examples::hello").expect("job"));
+    let kinds = schedules
         .into_iter()
         .enumerate()
         .map(|(i, (name, schedule))| {
@@ -600,6 +603,8 @@ fn jobs_of_every_kind() -> Vec<JobDef> {
                 JobName::new("collect").expect("name"),
                 JobName::new("cleanup \"old\" files").expect("name"),
             ];
+            // Both stored forms of the dependencies column: a list, and a list with a wait.
+            j.dependency_wait = (i % 2 == 1).then(|| Duration::from_secs(1800));
             j.node_tag = Some("strong-box".into());
             j.application = Some("mes".into());
             j.owner = Some("Zhang San".into());
@@ -611,8 +616,8 @@ fn jobs_of_every_kind() -> Vec<JobDef> {
                 .map(|o| o.at);
             j.validate().expect("valid");
             j
-        })
-        .collect()
+        });
+    upstream.into_iter().chain(kinds).collect()
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Job definitions: what runs, when, and under which policies.
 //!
 //! A [`JobDef`] holds every field of requirements.md "Jobs and runs", including those whose
-//! behaviour comes later (group, dependencies, application, owner): the model holds them now
-//! so storage and the API need no migration when the behaviour lands.
+//! behaviour comes later (group, application, owner): the model holds them now so storage and
+//! the API need no migration when the behaviour lands. Dependencies are obeyed by the store
+//! engine's claim ([`crate::store::dependency`]).
 //!
 //! The validity window is obeyed here, through the one next-fire function
 //! ([`JobDef::first_fire_after`]): every writer of a job's next fire asks it, so no job
@@ -97,6 +98,21 @@ pub enum JobError {
     /// A job that depends on itself.
     #[error("job {name} lists itself in its dependencies; remove it")]
     SelfDependency {
+        /// The job's name.
+        name: String,
+    },
+    /// A dependency wait of zero.
+    #[error(
+        "job dependency_wait must be longer than 0s; leave it out to wait until the job's \
+         next fire"
+    )]
+    ZeroDependencyWait,
+    /// A dependency wait on a job without dependencies (nothing would obey it).
+    #[error(
+        "job {name} has a dependency_wait but no dependencies; add depends_on, or remove \
+         dependency_wait"
+    )]
+    WaitWithoutDependencies {
         /// The job's name.
         name: String,
     },
@@ -299,8 +315,14 @@ pub struct JobDef {
     pub overlap: OverlapPolicy,
     /// Order among runs due together.
     pub priority: Priority,
-    /// Jobs whose run for the same period must succeed first (seed 004 WorkerDependency).
+    /// Jobs whose run for the same period must succeed first (seed 004 WorkerDependency;
+    /// config `depends_on`). The rule is [`crate::store::dependency`]; the store refuses
+    /// unknown names and cycles when the job is added or updated.
     pub dependencies: Vec<JobName>,
+    /// How long a fire waits for its dependencies' runs to be final before it is recorded
+    /// skipped (reason `dependency`, "still waiting for …"); `None`: until the job's next
+    /// fire ([`crate::store::dependency::wait_deadline`]).
+    pub dependency_wait: Option<Duration>,
     /// Only nodes with this tag run the job (seed 004 DispatcherID).
     pub node_tag: Option<String>,
     /// The business application it belongs to (seed 004 ApplicationName).
@@ -347,6 +369,7 @@ impl JobDef {
             overlap: OverlapPolicy::default(),
             priority: Priority::default(),
             dependencies: Vec::new(),
+            dependency_wait: None,
             node_tag: None,
             application: None,
             owner: None,
@@ -391,6 +414,14 @@ impl JobDef {
         }
         if self.timeout == Some(Duration::ZERO) {
             return Err(JobError::ZeroTimeout);
+        }
+        if self.dependency_wait == Some(Duration::ZERO) {
+            return Err(JobError::ZeroDependencyWait);
+        }
+        if self.dependency_wait.is_some() && self.dependencies.is_empty() {
+            return Err(JobError::WaitWithoutDependencies {
+                name: self.name.to_string(),
+            });
         }
         if let (Some(from), Some(until)) = (self.effective_from, self.expires_at)
             && from >= until

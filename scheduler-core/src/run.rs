@@ -407,6 +407,21 @@ impl Run {
         }
     }
 
+    /// Whether the run waits for its job's dependencies ([`crate::store::dependency`]): a
+    /// first attempt, pending with a re-check time. A retry is never waiting (its attempt is
+    /// above 1: its first attempt passed the dependency rule), a queued run has no re-check
+    /// time. The store keeps no separate column: this shape is the mark, and `error` holds
+    /// what the run waits for ([`Run::waiting_for`]).
+    pub fn is_waiting(&self) -> bool {
+        self.state == RunState::Pending && self.attempt == 1 && self.next_attempt_at.is_some()
+    }
+
+    /// What a waiting run waits for ("waiting for extract: its run of … is running"), `None`
+    /// for any other run.
+    pub fn waiting_for(&self) -> Option<&str> {
+        self.is_waiting().then_some(self.error.as_deref()).flatten()
+    }
+
     /// What [`transition`] needs to know.
     pub fn snapshot(&self) -> RunSnapshot {
         RunSnapshot {

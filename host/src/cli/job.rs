@@ -218,6 +218,14 @@ struct AddOpts {
     /// The job's group [default: none].
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
+    /// Jobs whose run for the same period must succeed first, comma-separated (e.g.
+    /// extract,load); each must exist [default: none].
+    #[arg(long, value_name = "NAMES")]
+    depends_on: Option<String>,
+    /// How long a fire waits for its dependencies' runs to end, e.g. 30m [default: until the
+    /// job's next fire].
+    #[arg(long, value_name = "DURATION")]
+    dependency_wait: Option<String>,
     /// No fires before this instant: `2026-01-01T00:00:00Z`, or a local `2026-01-01[T06:00]`
     /// read in the schedule's zone [default: none].
     #[arg(long, value_name = "INSTANT")]
@@ -326,6 +334,12 @@ struct UpdateOpts {
     /// A new group; "" clears it.
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
+    /// New dependencies, comma-separated (see `job add --help`); "" clears them.
+    #[arg(long, value_name = "NAMES")]
+    depends_on: Option<String>,
+    /// A new dependency wait, e.g. 30m; "" waits until the job's next fire.
+    #[arg(long, value_name = "DURATION")]
+    dependency_wait: Option<String>,
     /// A new start of the validity window (see `job add --help`); "" clears it.
     #[arg(long, value_name = "INSTANT")]
     effective_from: Option<String>,
@@ -378,6 +392,8 @@ struct JobOpts {
     overlap: Option<String>,
     priority: Option<String>,
     group: Option<String>,
+    depends_on: Option<String>,
+    dependency_wait: Option<String>,
     effective_from: Option<String>,
     expires_at: Option<String>,
     node_tag: Option<String>,
@@ -405,6 +421,8 @@ macro_rules! into_job_opts {
                     overlap: o.overlap,
                     priority: o.priority,
                     group: o.group,
+                    depends_on: o.depends_on,
+                    dependency_wait: o.dependency_wait,
                     effective_from: o.effective_from,
                     expires_at: o.expires_at,
                     node_tag: o.node_tag,
@@ -463,6 +481,28 @@ impl JobOpts {
         }
         if let Some(g) = &self.group {
             job.group = (!g.is_empty()).then(|| g.clone());
+        }
+        if let Some(list) = &self.depends_on {
+            job.dependencies = list
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| JobName::new(n).map_err(|e| anyhow!("--depends-on \"{n}\": {e}")))
+                .collect::<Result<_>>()?;
+        }
+        if let Some(w) = &self.dependency_wait {
+            job.dependency_wait = if w.trim().is_empty() {
+                None
+            } else {
+                let secs = args::duration("--dependency-wait", w)?;
+                if secs == 0 {
+                    bail!(
+                        "--dependency-wait must be longer than 0s; give \"\" to wait until the \
+                         job's next fire"
+                    );
+                }
+                Some(Duration::from_secs(secs))
+            };
         }
         // Local times are read in the schedule's zone (UTC for a manual job).
         let zone = job
@@ -667,6 +707,7 @@ pub(crate) fn job_json(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> Va
         "dependencies": job.dependencies.iter().map(JobName::as_str).collect::<Vec<_>>(),
         "on_success": job.on_success.iter().map(JobName::as_str).collect::<Vec<_>>(),
         "on_failure": job.on_failure.iter().map(JobName::as_str).collect::<Vec<_>>(),
+        "dependency_wait": job.dependency_wait.map(|d| format_duration(d.as_secs())),
         "node_tag": job.node_tag,
         "application": job.application,
         "owner": job.owner,
@@ -742,6 +783,15 @@ fn job_text(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> String {
             } else {
                 names.join(", ")
             },
+        ]);
+    }
+    if !deps.is_empty() {
+        t.row([
+            "dependency wait".to_string(),
+            job.dependency_wait
+                .map_or("until the next fire".to_string(), |d| {
+                    format_duration(d.as_secs())
+                }),
         ]);
     }
     t.row(["application".to_string(), opt(&job.application)]);

@@ -697,16 +697,20 @@ fn http_plugin(options: takt_plugin_http::HttpOptions) -> Result<takt_plugin_api
         .map_err(|e| anyhow::anyhow!("the built-in http executor is invalid: {e}"))
 }
 
-/// The file's jobs, each after the jobs of the file it continues with (`on_success` /
-/// `on_failure` must name stored jobs, so those are stored first); otherwise in file order.
-/// A cycle is left to the store, which refuses it naming the cycle.
-fn continuation_order(jobs: &[JobDef]) -> Vec<&JobDef> {
+/// The file's jobs, each after the jobs of the file it names — those it continues with
+/// (`on_success` / `on_failure`) and those it depends on (`depends_on`): both must name stored
+/// jobs, so those are stored first; otherwise in file order. A cycle is left to the store,
+/// which refuses it naming the cycle.
+fn reference_order(jobs: &[JobDef]) -> Vec<&JobDef> {
     fn visit<'a>(i: usize, jobs: &'a [JobDef], seen: &mut [bool], out: &mut Vec<&'a JobDef>) {
         if seen[i] {
             return;
         }
         seen[i] = true;
-        for target in jobs[i].continuation_targets() {
+        for target in jobs[i]
+            .continuation_targets()
+            .chain(jobs[i].dependencies.iter())
+        {
             if let Some(t) = jobs.iter().position(|j| j.name == *target) {
                 visit(t, jobs, seen, out);
             }
@@ -732,7 +736,7 @@ async fn sync_jobs(
     let stored = store.job_list().await?;
     let by_name: HashMap<&str, &JobDef> = stored.iter().map(|j| (j.name.as_str(), j)).collect();
     let (mut added, mut updated, mut unchanged, mut disabled) = (0, 0, 0, 0);
-    for job in continuation_order(&config.jobs) {
+    for job in reference_order(&config.jobs) {
         match by_name.get(job.name.as_str()) {
             None => match handle.add_job(job.clone()).await {
                 Ok(_) => added += 1,

@@ -100,7 +100,11 @@ fn run_json(r: &Run, job: &str) -> Value {
         "started_at": r.started_at.map(|t| t.to_string()),
         "finished_at": r.finished_at.map(|t| t.to_string()),
         "elapsed_ms": r.elapsed.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        "error": r.error,
+        // A run waiting for its dependencies: state pending, what it waits for here (the
+        // store keeps that text where the error goes, see `Run::waiting_for`).
+        "waiting": r.is_waiting(),
+        "waiting_for": r.waiting_for(),
+        "error": if r.is_waiting() { None } else { r.error.as_deref() },
         "result": r.result_json.as_deref().and_then(|t| serde_json::from_str::<Value>(t).ok()),
         "skip_reason": r.skip_reason.map(|s| s.name()),
         "next_attempt_at": r.next_attempt_at.map(|t| t.to_string()),
@@ -334,7 +338,11 @@ pub(super) fn runs(a: RunsArgs) -> Result<()> {
             r.id.map_or("-".to_string(), |i| i.to_string()),
             name_of(r),
             r.fire_time.to_string(),
-            r.state.name().to_string(),
+            if r.is_waiting() {
+                "waiting".to_string()
+            } else {
+                r.state.name().to_string()
+            },
             trigger_text(r),
             r.attempt.to_string(),
             r.node_id

@@ -232,8 +232,13 @@ pub(super) struct JobBody {
     effective_from: Option<String>,
     /// No fires at or after this instant; past it the job is expired. Same forms.
     expires_at: Option<String>,
-    #[schema(ignore)]
-    dependencies: Option<IgnoredAny>,
+    /// Jobs whose run for the same period must succeed first (each must exist; no cycles).
+    /// Also accepted as `depends_on`, the config file's key. Absent or null: none.
+    #[serde(alias = "depends_on")]
+    dependencies: Option<Vec<String>>,
+    /// How long a fire waits for its dependencies' runs to end, e.g. `30m`; absent or null:
+    /// until the job's next fire.
+    dependency_wait: Option<String>,
     #[schema(ignore)]
     state: Option<IgnoredAny>,
     #[schema(ignore)]
@@ -260,7 +265,6 @@ impl JobBody {
             &self.schedule_description,
             &self.application,
             &self.recent_actions,
-            &self.dependencies,
             &self.state,
             &self.pause,
             &self.expired,
@@ -330,7 +334,23 @@ impl JobBody {
         job.enabled = self.enabled.unwrap_or(true);
         if let Some(old) = stored {
             job.application = old.application.clone();
-            job.dependencies = old.dependencies.clone();
+        }
+        for (i, d) in self.dependencies.iter().flatten().enumerate() {
+            job.dependencies.push(
+                JobName::new(d)
+                    .map_err(|e| Problem::invalid(format!("dependencies[{i}]"), e.to_string()))?,
+            );
+        }
+        if let Some(w) = &self.dependency_wait {
+            let secs = takt_core::schedule::parse_duration(w)
+                .map_err(|e| Problem::invalid("dependency_wait", format!("\"{w}\": {e}")))?;
+            if secs == 0 {
+                return Err(Problem::invalid(
+                    "dependency_wait",
+                    "must be longer than 0s; leave it out to wait until the job's next fire",
+                ));
+            }
+            job.dependency_wait = Some(Duration::from_secs(secs));
         }
         // Local times are read in the schedule's zone (UTC for a manual job), as the CLI does.
         let zone = job

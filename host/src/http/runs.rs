@@ -58,6 +58,10 @@ struct RunView {
     node: Option<String>,
     node_instance: Option<String>,
     lease_expires_at: Option<String>,
+    /// Whether the run (state pending) waits for its job's dependencies.
+    waiting: bool,
+    /// What it waits for ("waiting for extract (its run of … is running); gives up at …").
+    waiting_for: Option<String>,
     error: Option<String>,
     #[schema(value_type = Object)]
     result: Option<Value>,
@@ -99,7 +103,13 @@ fn view(run: &Run, job: Option<String>) -> RunView {
         node: run.node_id.as_ref().map(|n| n.0.clone()),
         node_instance: run.node_instance.as_ref().map(ToString::to_string),
         lease_expires_at: ts(run.lease_expires_at),
-        error: run.error.clone(),
+        waiting: run.is_waiting(),
+        waiting_for: run.waiting_for().map(str::to_string),
+        error: if run.is_waiting() {
+            None
+        } else {
+            run.error.clone()
+        },
         result: run.result_json.as_deref().map(mask_text),
         elapsed_ms: run
             .elapsed

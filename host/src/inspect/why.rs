@@ -59,7 +59,8 @@ pub struct FireView {
 pub struct Reason {
     /// A stable code: `disabled`, `paused`, `not_yet_effective`, `expired`, `no_schedule`,
     /// `schedule_ended`, `no_live_node`, `node_paused`,
-    /// `no_node_for_tag`, `capacity_full`, `handler_unresolved`, `overdue_misfire`,
+    /// `no_node_for_tag`, `capacity_full`, `handler_unresolved`, `waiting_for_dependency`,
+    /// `dependency_skipped`, `dependencies`, `overdue_misfire`,
     /// `dst_gap_ahead`, `dst_fold_ahead`.
     pub code: &'static str,
     /// Whether it stops the fire (else it may delay, skip or change it).
@@ -98,6 +99,7 @@ pub const CHECKS: &[Check] = &[
     no_schedule,
     nodes,
     handler,
+    dependencies,
     overdue,
     dst_ahead,
 ];
@@ -288,6 +290,67 @@ pub async fn why<S: Store>(
 }
 
 // ---- the checks -----------------------------------------------------------------------------
+
+/// A job with dependencies: a run waiting for them now (it delays), the latest fire skipped
+/// because one did not succeed, else the rule itself (each fire waits for them).
+fn dependencies(f: &Facts<'_>) -> Vec<Reason> {
+    if f.job.dependencies.is_empty() {
+        return Vec::new();
+    }
+    let names: Vec<&str> = f.job.dependencies.iter().map(JobName::as_str).collect();
+    let mut out: Vec<Reason> = f
+        .recent
+        .iter()
+        .filter_map(|r| {
+            Some(Reason {
+                code: "waiting_for_dependency",
+                blocks: false,
+                text: format!(
+                    "run {} (fire {}) is {}; takt cancel {0} ends the wait",
+                    r.id?,
+                    r.fire_time,
+                    r.waiting_for()?
+                ),
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        let wait = f
+            .job
+            .dependency_wait
+            .map_or("until its next fire".to_string(), |d| {
+                format!(
+                    "for up to {}",
+                    takt_core::schedule::format_duration(d.as_secs())
+                )
+            });
+        match f.recent.first() {
+            Some(r) if r.skip_reason == Some(takt_core::run::SkipReason::Dependency) => {
+                out.push(Reason {
+                    code: "dependency_skipped",
+                    blocks: false,
+                    text: format!(
+                        "its latest fire ({}) was skipped: {}; the next fire waits again for \
+                         {}",
+                        r.fire_time,
+                        r.error.as_deref().unwrap_or("a dependency did not succeed"),
+                        names.join(", ")
+                    ),
+                });
+            }
+            _ => out.push(Reason {
+                code: "dependencies",
+                blocks: false,
+                text: format!(
+                    "each fire waits {wait} for the runs of {} for the same period to succeed, \
+                     and is skipped if one does not",
+                    names.join(", ")
+                ),
+            }),
+        }
+    }
+    out
+}
 
 fn disabled(f: &Facts<'_>) -> Vec<Reason> {
     if f.job.enabled {

@@ -544,7 +544,8 @@ async fn busy_since<S: Store>(store: &S, job: JobId) -> Result<Option<Timestamp>
                 ..RunFilter::default()
             })
             .await?;
-        for r in runs {
+        // A run waiting for its dependencies is not in flight (as `job_due` counts).
+        for r in runs.into_iter().filter(|r| !r.is_waiting()) {
             since = Some(since.map_or(r.created_at, |s| s.min(r.created_at)));
         }
     }

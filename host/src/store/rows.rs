@@ -44,6 +44,17 @@ pub(crate) fn corrupt(
     ))
 }
 
+/// The `dependencies` column: a JSON array of job names, or — when the job has a
+/// `dependency_wait` — an object `{"on": [names], "wait_ms": n}`. The wait lives with the
+/// list it belongs to, so the column that existed since the first schema holds both (an
+/// older takt reading the object form refuses the row with the column named, never guesses).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum StoredDependencies {
+    List(Vec<String>),
+    Waiting { on: Vec<String>, wait_ms: u64 },
+}
+
 /// A `jobs` row as stored, before its texts are parsed.
 pub(crate) struct JobRow {
     pub(crate) id: i64,
@@ -91,8 +102,14 @@ impl JobRow {
                 Some(spec.to_schedule().map_err(|e| bad("schedule_json", &e))?)
             }
         };
-        let deps: Vec<String> =
+        let stored: StoredDependencies =
             serde_json::from_str(&self.dependencies).map_err(|e| bad("dependencies", &e))?;
+        let (deps, dependency_wait) = match stored {
+            StoredDependencies::List(on) => (on, None),
+            StoredDependencies::Waiting { on, wait_ms } => {
+                (on, Some(Duration::from_millis(wait_ms)))
+            }
+        };
         let dependencies = deps
             .iter()
             .map(|d| JobName::new(d).map_err(|e| bad("dependencies", &e)))
@@ -150,6 +167,7 @@ impl JobRow {
                 .map_err(|e| bad("overlap", &e))?,
             priority,
             dependencies,
+            dependency_wait,
             node_tag: self.node_tag,
             application: self.application,
             owner: self.owner,
@@ -287,8 +305,15 @@ impl JobRow {
                 })
             })
             .transpose()?;
-        let deps: Vec<&str> = job.dependencies.iter().map(JobName::as_str).collect();
-        let dependencies = serde_json::to_string(&deps).map_err(|e| {
+        let on: Vec<String> = job.dependencies.iter().map(|d| d.to_string()).collect();
+        let stored = match job.dependency_wait {
+            None => StoredDependencies::List(on),
+            Some(w) => StoredDependencies::Waiting {
+                on,
+                wait_ms: u64::try_from(w.as_millis()).unwrap_or(u64::MAX),
+            },
+        };
+        let dependencies = serde_json::to_string(&stored).map_err(|e| {
             StoreError::invalid(format!(
                 "the dependencies of job {} cannot be written as JSON ({e})",
                 job.name

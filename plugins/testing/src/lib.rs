@@ -393,9 +393,16 @@ struct RecordParams {
     /// How long to sleep after recording (interruptibly).
     #[serde(default)]
     sleep_ms: u64,
+    /// A marker file: the first call that creates it (atomically, so once across processes)
+    /// fails after recording and sleeping; every later call succeeds, and so does every call
+    /// while the marker cannot be created (its directory missing: a test arms the failure by
+    /// creating the directory).
+    #[serde(default)]
+    fail_once: Option<String>,
 }
 
-/// `testing::record`: params `{ "path": "...", "sleepMs": 0 }`. Appends one line
+/// `testing::record`: params `{ "path": "...", "sleepMs": 0, "failOnce": "marker" }`.
+/// Appends one line
 /// `<job id> <fire time ms> <run id> <attempt> <pid>` to `path`, then sleeps `sleepMs`.
 ///
 /// The multi-node tests count body executions with it, independently of what the store
@@ -420,6 +427,15 @@ fn record(ctx: &JobContext, p: RecordParams) -> Result<(), JobError> {
         .map_err(|e| JobError::failed(format!("cannot append to {}: {e}", p.path)))?;
     if p.sleep_ms > 0 {
         ctx.sleep(Duration::from_millis(p.sleep_ms))?;
+    }
+    if let Some(marker) = &p.fail_once
+        && std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(marker)
+            .is_ok()
+    {
+        return Err(JobError::failed(format!("failing once (created {marker})")));
     }
     Ok(())
 }

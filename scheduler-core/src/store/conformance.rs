@@ -135,6 +135,10 @@ where
     check!(claims_keep_inside_the_validity_window);
     check!(runs_record_how_they_came_to_be);
     check!(backfill_fills_missing_fires_once_and_in_order);
+    check!(dependents_wait_for_their_upstream_and_run_after_it_succeeds);
+    check!(a_failed_dependency_skips_the_dependent_naming_it);
+    check!(a_dependency_wait_that_ends_skips_still_waiting);
+    check!(unknown_dependencies_cycles_and_depended_on_deletes_are_refused);
     check!(paused_jobs_are_held_and_resume_per_their_misfire_policy);
     check!(group_and_node_pauses_hold_members_and_claims);
     check!(cancel_requests_reach_the_node_running_the_run);
@@ -167,7 +171,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 40;
+pub const CHECKS: usize = 44;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -539,6 +543,258 @@ async fn backfill_fills_missing_fires_once_and_in_order<S: Store>(store: S) {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), StoreErrorKind::NotFound, "{e}");
+}
+
+/// A job every minute from `t0` that depends on `deps`.
+fn dependent(name: &str, deps: &[&str]) -> JobDef {
+    let mut job = every_minute(name);
+    job.dependencies = deps
+        .iter()
+        .map(|d| JobName::new(d).expect("valid name"))
+        .collect();
+    job
+}
+
+/// The stored run of job `job` at `fire`.
+async fn run_at<S: Store>(store: &S, job: &JobDef, fire: Timestamp) -> Run {
+    store
+        .run_list(&RunFilter {
+            job: job.id,
+            fire_from: Some(fire),
+            fire_to: Some(
+                fire.checked_add(SignedDuration::from_millis(1))
+                    .expect("in range"),
+            ),
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list")
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("job {} has a run at {fire}", job.name))
+}
+
+/// A fire of a job with a dependency waits (a pending first attempt with a re-check time and
+/// what it waits for, holding no slot, not counted as in flight by `job_due`, waking
+/// `next_due`), whether the dependency's fire has no run yet or its run is running; it starts
+/// once that run succeeded, after its finish. A waiting run can be cancelled.
+async fn dependents_wait_for_their_upstream_and_run_after_it_succeeds<S: Store>(store: S) {
+    let a = insert(&store, every_minute("extract")).await;
+    let b = insert(&store, dependent("load", &["extract"])).await;
+    let claimed = claim_all(&store, t0()).await;
+    assert_eq!(claimed.len(), 1, "only the upstream runs: {claimed:?}");
+    let a_run = claimed[0].run.clone();
+    assert_eq!(a_run.job_id, a.id.expect("id"));
+    let waiting = run_at(&store, &b, t0()).await;
+    assert!(waiting.is_waiting(), "{waiting:?}");
+    assert!(
+        waiting
+            .waiting_for()
+            .is_some_and(|w| w.contains("waiting for extract")),
+        "{waiting:?}"
+    );
+    let due = store.job_due(at(60), 10, &[]).await.expect("job due");
+    let b_due = due
+        .iter()
+        .find(|d| Some(d.id) == b.id)
+        .expect("b is due at its next fire");
+    assert_eq!(
+        b_due.pending, 0,
+        "a waiting run is not in flight for the overlap policy"
+    );
+    let next = store
+        .next_due(&[])
+        .await
+        .expect("next due")
+        .expect("something is due");
+    assert!(
+        next <= at(1),
+        "the waiting run's re-check wakes the loop: {next}"
+    );
+
+    // Re-checked while the upstream runs: still waiting, now for its running run.
+    assert!(claim_all(&store, at(1)).await.is_empty());
+    let waiting = run_at(&store, &b, t0()).await;
+    assert!(
+        waiting
+            .waiting_for()
+            .is_some_and(|w| w.contains("extract (its run of") && w.contains("running")),
+        "{waiting:?}"
+    );
+    // The upstream succeeds; the next round starts the dependent.
+    finish(
+        &store,
+        &a_run,
+        RunEvent::Succeeded { result_json: None },
+        at(5),
+    )
+    .await;
+    let claimed = claim_all(&store, at(6)).await;
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let started = &claimed[0].run;
+    assert_eq!(
+        (started.job_id, started.fire_time),
+        (b.id.expect("id"), t0())
+    );
+    assert_eq!(started.state, RunState::Running);
+    assert_eq!(started.error, None, "what it waited for is over");
+    assert!(started.started_at.expect("started") >= at(5));
+    finish(
+        &store,
+        started,
+        RunEvent::Succeeded { result_json: None },
+        at(7),
+    )
+    .await;
+
+    // The next period: the dependent's fire waits again, and a cancel ends the wait.
+    let claimed = claim_all(&store, at(60)).await;
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let waiting = run_at(&store, &b, at(60)).await;
+    assert!(waiting.is_waiting(), "{waiting:?}");
+    let out = store
+        .run_cancel(waiting.id.expect("id"), "op@host", at(61))
+        .await
+        .expect("cancel a waiting run");
+    assert!(matches!(out, CancelOutcome::Cancelled(_)), "{out:?}");
+    assert_eq!(run_at(&store, &b, at(60)).await.state, RunState::Cancelled);
+}
+
+/// A dependency's run for the period that did not succeed (failed here) makes the
+/// dependent's fire skipped, reason `dependency`, naming the dependency, its fire time and
+/// its state; the dependent's next period is judged afresh.
+async fn a_failed_dependency_skips_the_dependent_naming_it<S: Store>(store: S) {
+    let a = insert(&store, every_minute("extract")).await;
+    let b = insert(&store, dependent("load", &["extract"])).await;
+    let a_run = claim_one(&store, "node-a", t0()).await.run;
+    let failure = RunEvent::Failed {
+        error: "boom".into(),
+        retryable: false,
+    };
+    finish(&store, &a_run, failure, at(2)).await;
+    assert!(
+        claim_all(&store, at(3)).await.is_empty(),
+        "the dependent does not run"
+    );
+    let skipped = run_at(&store, &b, t0()).await;
+    assert_eq!(skipped.state, RunState::Skipped);
+    assert_eq!(skipped.skip_reason, Some(SkipReason::Dependency));
+    let message = skipped.error.clone().unwrap_or_default();
+    assert!(message.contains("dependency extract"), "{message}");
+    assert!(message.contains(&t0().to_string()), "{message}");
+    assert!(message.contains("failed"), "{message}");
+
+    // Next period: the upstream succeeds first, so the dependent starts at once.
+    let a_next = claim_one(&store, "node-a", at(60)).await.run;
+    assert_eq!(a_next.job_id, a.id.expect("id"));
+    finish(
+        &store,
+        &a_next,
+        RunEvent::Succeeded { result_json: None },
+        at(61),
+    )
+    .await;
+    let started = claim_one(&store, "node-a", at(62)).await.run;
+    assert_eq!(
+        (started.job_id, started.fire_time),
+        (b.id.expect("id"), at(60))
+    );
+}
+
+/// A fire whose dependency is not final when its `dependency_wait` ends is skipped, reason
+/// `dependency`, "still waiting for …"; without a wait it gives up at its next fire.
+async fn a_dependency_wait_that_ends_skips_still_waiting<S: Store>(store: S) {
+    let _a = insert(&store, every_minute("extract")).await;
+    let mut b = dependent("load", &["extract"]);
+    b.dependency_wait = Some(Duration::from_secs(30));
+    let b = insert(&store, b).await;
+    let c = insert(&store, dependent("report", &["extract"])).await;
+    let claimed = claim_all(&store, t0()).await;
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert!(claim_all(&store, at(29)).await.is_empty());
+    assert!(run_at(&store, &b, t0()).await.is_waiting());
+    assert!(claim_all(&store, at(30)).await.is_empty());
+    let gave_up = run_at(&store, &b, t0()).await;
+    assert_eq!(gave_up.state, RunState::Skipped, "{gave_up:?}");
+    assert_eq!(gave_up.skip_reason, Some(SkipReason::Dependency));
+    let message = gave_up.error.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("still waiting for extract"),
+        "{message}"
+    );
+    // The job without a wait still waits, until its next fire.
+    assert!(run_at(&store, &c, t0()).await.is_waiting());
+    claim_all(&store, at(60)).await;
+    let c_first = run_at(&store, &c, t0()).await;
+    assert_eq!(
+        c_first.skip_reason,
+        Some(SkipReason::Dependency),
+        "{c_first:?}"
+    );
+    assert!(
+        c_first
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("still waiting for extract")),
+        "{c_first:?}"
+    );
+}
+
+/// A job naming a job that does not exist, or closing a cycle, is refused on insert and
+/// update with the cycle listed; a job others depend on cannot be removed or renamed.
+async fn unknown_dependencies_cycles_and_depended_on_deletes_are_refused<S: Store>(store: S) {
+    let e = store
+        .job_insert(&dependent("load", &["nowhere"]), t0())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Invalid, "{e}");
+    assert!(
+        e.to_string()
+            .contains("job load depends on nowhere, which does not exist"),
+        "{e}"
+    );
+    let a = insert(&store, every_minute("a")).await;
+    let b = insert(&store, dependent("b", &["a"])).await;
+    let _c = insert(&store, dependent("c", &["b"])).await;
+    let mut cyclic = a.clone();
+    cyclic.dependencies = vec![JobName::new("c").expect("name")];
+    let e = store.job_update(&cyclic, at(1)).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Invalid, "{e}");
+    assert_eq!(
+        e.message(),
+        "dependency cycle: a -> c -> b -> a; remove one of these dependencies"
+    );
+    assert!(
+        store
+            .job_get(a.id.expect("id"))
+            .await
+            .expect("get")
+            .expect("kept")
+            .dependencies
+            .is_empty()
+    );
+    let e = store.job_delete(a.id.expect("id")).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}");
+    assert!(
+        e.to_string()
+            .contains("job a cannot be removed: b depends on it"),
+        "{e}"
+    );
+    let mut renamed = b.clone();
+    renamed.name = JobName::new("b2").expect("name");
+    let e = store.job_update(&renamed, at(1)).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("job b cannot be renamed: c depends on it"),
+        "{e}"
+    );
+    // Without its dependents, it goes.
+    store
+        .job_delete(_c.id.expect("id"))
+        .await
+        .expect("delete c");
+    store.job_delete(b.id.expect("id")).await.expect("delete b");
+    store.job_delete(a.id.expect("id")).await.expect("delete a");
 }
 
 /// A manual-only job (no schedule) due at `t0`.

@@ -366,7 +366,9 @@ impl Inner {
         };
         match run.state {
             RunState::Running => delta(&mut counts.0),
-            RunState::Pending => delta(&mut counts.1),
+            // A run waiting for its dependencies is not in flight for the overlap policy
+            // (`Conn::jobs_due`): it starts only once its job is idle.
+            RunState::Pending if !run.is_waiting() => delta(&mut counts.1),
             _ => {}
         }
         if *counts == (0, 0) {

@@ -32,6 +32,7 @@
 pub mod access;
 pub mod backend;
 pub mod conformance;
+pub mod dependency;
 pub mod engine;
 pub mod memory;
 
@@ -429,7 +430,8 @@ pub struct DueJob {
     pub overlap: OverlapPolicy,
     /// Its runs in state running (on any node).
     pub running: u32,
-    /// Its runs in state pending: retries waiting for their time and queued fires.
+    /// Its runs in state pending: retries waiting for their time and queued fires (not runs
+    /// waiting for their dependencies, which start only once the job is idle).
     pub pending: u32,
 }
 

@@ -519,7 +519,8 @@ impl Conn for MssqlConn<'_> {
         let sql = format!(
             "SELECT TOP ({}) id, name, next_fire, misfire, overlap, \
                (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'running'), \
-               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'pending') \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'pending' \
+                  AND NOT (r.attempt = 1 AND r.next_attempt_at IS NOT NULL)) \
              FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at} \
                AND {tags} \
              ORDER BY priority, next_fire, id",

@@ -300,7 +300,8 @@ async fn due_jobs(
         .prepare_cached(
             "SELECT id, name, next_fire, misfire, overlap, \
                (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
-               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending') \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending' \
+                  AND NOT (r.attempt = 1 AND r.next_attempt_at IS NOT NULL)) \
              FROM jobs WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 \
                AND (node_tag IS NULL OR node_tag = ANY($3)) \
              ORDER BY priority, next_fire, id LIMIT $2",

@@ -1794,7 +1794,8 @@ impl SqliteConn<'_> {
             .prepare_cached(
                 "SELECT j.id, j.name, j.next_fire, j.misfire, j.overlap, \
                    (SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id AND r.state = 'running'), \
-                   (SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id AND r.state = 'pending') \
+                   (SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id AND r.state = 'pending' \
+                  AND NOT (r.attempt = 1 AND r.next_attempt_at IS NOT NULL)) \
                  FROM jobs j WHERE j.id = ?1",
             )
             .map_err(|e| sql_error(path, "finding due jobs", e))?;

@@ -1,7 +1,8 @@
 //! Cancel anywhere (issue 15 item 6), once for every backend: a cancel goes through the
 //! database, so any node or command can cancel any run.
 //!
-//! A pending run (queued behind a running one, or waiting for its retry) is made `cancelled`
+//! A pending run (queued behind a running one, waiting for its retry, or waiting for its
+//! dependencies: `Run::is_waiting`) is made `cancelled`
 //! in the same transaction, through the run state machine. A running run belongs to the node
 //! that claimed it, which alone can stop its plugin call: the engine records a
 //! [`CancelRequest`] (who, when) and wakes the nodes (`NOTIFY` on PostgreSQL); the node's loop

@@ -13,13 +13,17 @@
 //! resolved by that token ([`Conn::runs_claimed_by`]): found, the runs are returned as
 //! claimed; not found, claiming again is safe. So a claimed run is neither lost nor claimed
 //! twice.
+//!
+//! A job with dependencies passes their gate here (`depend.rs`): its fire becomes a running,
+//! waiting or skipped run, and a waiting run comes back with the due pending runs at its
+//! re-check time, holding no slot while it waits.
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{Conn, Dialect, Engine, Fail, NextFireMove, PendingDue, RETRY_PAUSES_MS, Retry};
-use super::{Session, retrying};
+use super::{Session, depend, retrying};
 use crate::attempt::Attempt;
 use crate::job::{JobDef, JobId};
 use crate::pause::PauseKind;
@@ -162,6 +166,11 @@ async fn claim_once<D: Dialect>(
                     let trigger = Some(trigger_of(&job, fire, p.now));
                     match outside_validity(&job, fire, p.now) {
                         Some(skipped) => runs.push(Run { trigger, ..skipped }),
+                        // A job with dependencies: running, waiting or skipped (`depend.rs`).
+                        None if !job.dependencies.is_empty() => runs.push(Run {
+                            trigger,
+                            ..depend::fire_run(&mut tx, p, &job, fire, lease_until).await?
+                        }),
                         None => runs.push(Run {
                             trigger,
                             ..p.new_run(id, fire, lease_until, &job.retry)
@@ -242,6 +251,16 @@ async fn claim_pending_run<C: Conn>(
         .job_get(run.job_id)
         .await?
         .ok_or_else(|| job_missing(run.job_id))?;
+    // A first attempt (waiting, queued or backfilled) passes its dependencies' gate.
+    if run.attempt == 1
+        && !job.dependencies.is_empty()
+        && matches!(
+            depend::claim_gate(tx, p, &job, &mut run).await?,
+            depend::Gate::Leave
+        )
+    {
+        return Ok(None);
+    }
     let before = (run.state, run.attempt);
     p.claim(&mut run, lease_until, &job.retry)
         .map_err(StoreError::from)?;

@@ -261,8 +261,10 @@ pub trait Conn: Send {
     ) -> impl Future<Output = Res<bool>> + Send;
 
     /// Up to `limit` enabled jobs served by `tags` whose next fire is at or before `now`, in
-    /// claim order (priority, next fire, id), with their running and pending counts. Its
-    /// cost must depend on what is due, not on how many jobs exist.
+    /// claim order (priority, next fire, id), with their running and pending counts (a run
+    /// waiting for its dependencies, [`Run::is_waiting`], is not counted: it is not in
+    /// flight for the overlap policy). Its cost must depend on what is due, not on how many
+    /// jobs exist.
     fn jobs_due(
         &mut self,
         now: Timestamp,

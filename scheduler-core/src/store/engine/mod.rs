@@ -23,6 +23,7 @@ pub mod backfill;
 mod cancel;
 mod claim;
 pub mod continuation;
+mod depend;
 mod dialect;
 mod fail;
 mod pause;
@@ -111,6 +112,7 @@ impl<D: Dialect> Engine<D> {
             let mut s = d.session(what).await?;
             let mut tx = s.begin(what).await?;
             continuation::check_job(&mut tx, job).await?;
+            depend::check_job_graph(&mut tx, job).await?;
             let mut stored = tx
                 .job_insert(job, now)
                 .await?
@@ -149,8 +151,10 @@ impl<D: Dialect> Engine<D> {
                 return Err(name_taken(&job.name).into());
             }
             continuation::check_job(&mut tx, job).await?;
+            depend::check_job_graph(&mut tx, job).await?;
             if current.name != job.name {
                 continuation::check_unreferenced(&mut tx, &current, Some(&job.name)).await?;
+                depend::check_not_depended_on(&mut tx, &current.name, "renamed").await?;
             }
             let mut stored = tx.job_update_if_version(job, now).await?.ok_or_else(|| {
                 StoreError::conflict(format!(
@@ -173,8 +177,10 @@ impl<D: Dialect> Engine<D> {
         retrying(d, what, || async {
             let mut s = d.session(what).await?;
             let mut tx = s.begin(what).await?;
+            // A job others continue with or depend on stays until they no longer name it.
             if let Some(current) = tx.job_get(id).await? {
                 continuation::check_unreferenced(&mut tx, &current, None).await?;
+                depend::check_not_depended_on(&mut tx, &current.name, "removed").await?;
             }
             if !tx.job_delete(id).await? {
                 return Err(job_missing(id).into());
