@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use takt_core::alert::AlertDelivery;
+use takt_core::attempt::Attempt;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::NodeStatus;
 use takt_core::pause::{Pause, PauseTarget, Resumed};
@@ -40,6 +41,8 @@ pub trait Backend: Send + Sync + 'static {
     fn job_get(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<JobDef>>>;
     fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>>;
     fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>>;
+    /// [`Store::run_attempts`]: every attempt of a run, oldest first.
+    fn run_attempts(&self, id: RunId) -> BoxFut<'_, StoreResult<Vec<Attempt>>>;
     fn log_list(
         &self,
         run: RunId,
@@ -131,6 +134,9 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>> {
         Box::pin(self.store().run_get(id))
+    }
+    fn run_attempts(&self, id: RunId) -> BoxFut<'_, StoreResult<Vec<Attempt>>> {
+        Box::pin(self.store().run_attempts(id))
     }
     fn log_list(
         &self,
