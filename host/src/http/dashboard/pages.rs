@@ -39,8 +39,9 @@ const GRID_DAYS: i64 = 7;
 const GRID_RUNS: usize = 2000;
 /// A fire this far past with no claim is late.
 const LATE: SignedDuration = SignedDuration::from_secs(60);
-/// A node's heartbeat older than this is shown as stale.
-const STALE_HEARTBEAT_SECS: f64 = 30.0;
+/// A node's heartbeat older than this is shown as stale: the slack `takt why` allows a
+/// live node ([`crate::inspect::HEARTBEAT_SLACK`]), so the two never disagree.
+const STALE_HEARTBEAT_SECS: f64 = crate::inspect::HEARTBEAT_SLACK.as_secs_f64();
 
 /// Serializes `v` for a template.
 fn value<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
