@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use takt_core::alert::AlertDelivery;
+use takt_core::attempt::Attempt;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::NodeStatus;
 use takt_core::pause::{Pause, PauseTarget, Resumed};
@@ -42,6 +43,8 @@ pub trait Backend: Send + Sync + 'static {
     fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>>;
     /// The continuations a run's final state created ([`Store::run_children`]).
     fn run_children(&self, parent: RunId) -> BoxFut<'_, StoreResult<Vec<Run>>>;
+    /// [`Store::run_attempts`]: every attempt of a run, oldest first.
+    fn run_attempts(&self, id: RunId) -> BoxFut<'_, StoreResult<Vec<Attempt>>>;
     fn log_list(
         &self,
         run: RunId,
@@ -136,6 +139,8 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn run_children(&self, parent: RunId) -> BoxFut<'_, StoreResult<Vec<Run>>> {
         Box::pin(self.store().run_children(parent))
+    fn run_attempts(&self, id: RunId) -> BoxFut<'_, StoreResult<Vec<Attempt>>> {
+        Box::pin(self.store().run_attempts(id))
     }
     fn log_list(
         &self,

@@ -68,7 +68,7 @@ pub(super) async fn view(st: &AppState, job: &JobDef) -> ApiResult<Value> {
 }
 
 /// [`view`] with the job's pause already known (a list reads every pause once).
-fn view_paused(job: &JobDef, paused: &crate::cli::job::Paused) -> Value {
+pub(super) fn view_paused(job: &JobDef, paused: &crate::cli::job::Paused) -> Value {
     let fires = crate::cli::job::upcoming(job, Timestamp::now());
     let mut v = crate::cli::job::job_json(job, &fires, paused);
     if let Some(p) = v.get("params") {
@@ -498,9 +498,27 @@ async fn replace_job(
 ) -> ApiResult<Response> {
     caller.require(Role::Admin, "editing a job")?;
     let version = if_match(&headers)?;
-    let body: JobBody = parse_body(&body)?;
+    let stored = replace(&st, &caller, &name, version, &body).await?;
+    Ok(with_etag(
+        StatusCode::OK,
+        &stored,
+        view(&st, &stored).await?,
+    ))
+}
+
+/// Replaces job `name` at `version` with the definition in `body` (admin), recording the
+/// edit: what `PUT /api/v1/jobs/{name}` and the dashboard's edit form both do.
+pub(super) async fn replace(
+    st: &AppState,
+    caller: &Caller,
+    name: &str,
+    version: u64,
+    body: &[u8],
+) -> ApiResult<JobDef> {
+    caller.require(Role::Admin, "editing a job")?;
+    let body: JobBody = parse_body(body)?;
     if let Some(n) = &body.name
-        && n != &name
+        && n != name
     {
         return Err(Problem::invalid(
             "name",
@@ -509,12 +527,12 @@ async fn replace_job(
             ),
         ));
     }
-    let current = load(&st, &name).await?;
+    let current = load(st, name).await?;
     refuse_file_job(&current, "edit")?;
     if current.version != version {
-        return Err(stale(&name, version, current.version));
+        return Err(stale(name, version, current.version));
     }
-    let mut job = body.into_job(&name, Some(&current))?;
+    let mut job = body.into_job(name, Some(&current))?;
     job.id = current.id;
     job.version = version;
     let stored = match st.backend.job_update(job).await {
@@ -522,28 +540,24 @@ async fn replace_job(
         Err(crate::scheduler::SchedulerError::Store(e))
             if e.kind() == takt_core::store::StoreErrorKind::Conflict =>
         {
-            let now = load(&st, &name)
+            let now = load(st, name)
                 .await
                 .map(|j| j.version)
                 .unwrap_or(version + 1);
-            return Err(stale(&name, version, now));
+            return Err(stale(name, version, now));
         }
         Err(e) => return Err(e.into()),
     };
     record(
-        &st,
-        &caller,
+        st,
+        caller,
         "update",
-        Some(&name),
+        Some(name),
         None,
         Some(format!("version {} -> {}", version, stored.version)),
     )
     .await?;
-    Ok(with_etag(
-        StatusCode::OK,
-        &stored,
-        view(&st, &stored).await?,
-    ))
+    Ok(stored)
 }
 
 /// Deletes a job with its runs and logs (admin); runs of it on this node are cancelled first.
@@ -587,8 +601,19 @@ async fn trigger_job(
     caller: Caller,
     P(name): P<String>,
 ) -> ApiResult<Response> {
+    let fire = trigger(&st, &caller, &name).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"job": name, "fire_time": fire.to_string()})),
+    )
+        .into_response())
+}
+
+/// Runs job `name` now (operator), recording it; its fire time. The API's and the
+/// dashboard's trigger.
+pub(super) async fn trigger(st: &AppState, caller: &Caller, name: &str) -> ApiResult<Timestamp> {
     caller.require(Role::Operator, "triggering a job")?;
-    let job = load(&st, &name).await?;
+    let job = load(st, name).await?;
     if !job.enabled {
         return Err(Problem::conflict(format!(
             "job \"{name}\" is disabled; enable it first (POST …/enable)"
@@ -599,19 +624,15 @@ async fn trigger_job(
         .ok_or_else(|| Problem::internal("a stored job without an id"))?;
     let fire = st.backend.job_trigger(id).await?;
     record(
-        &st,
-        &caller,
+        st,
+        caller,
         "trigger",
-        Some(&name),
+        Some(name),
         None,
         Some(format!("fire {fire}")),
     )
     .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"job": name, "fire_time": fire.to_string()})),
-    )
-        .into_response())
+    Ok(fire)
 }
 
 async fn set_enabled(
@@ -620,6 +641,17 @@ async fn set_enabled(
     name: &str,
     enabled: bool,
 ) -> ApiResult<Response> {
+    let stored = enable(st, caller, name, enabled).await?;
+    Ok(with_etag(StatusCode::OK, &stored, view(st, &stored).await?))
+}
+
+/// Enables or disables job `name` (operator), recording it. The API's and the dashboard's.
+pub(super) async fn enable(
+    st: &AppState,
+    caller: &Caller,
+    name: &str,
+    enabled: bool,
+) -> ApiResult<JobDef> {
     let what = if enabled { "enable" } else { "disable" };
     caller.require(Role::Operator, &format!("{what} a job"))?;
     let job = load(st, name).await?;
@@ -628,7 +660,7 @@ async fn set_enabled(
         .ok_or_else(|| Problem::internal("a stored job without an id"))?;
     let stored = st.backend.job_enable(id, enabled).await?;
     record(st, caller, what, Some(name), None, None).await?;
-    Ok(with_etag(StatusCode::OK, &stored, view(st, &stored).await?))
+    Ok(stored)
 }
 
 /// Enables a job (operator); its next fire is computed from now.

@@ -8,6 +8,8 @@
 //! - [`auth`]: bearer tokens with roles, constant-time checks, lockouts after failures.
 //! - [`problem`]: RFC 9457 errors naming the field at fault.
 //! - [`mask`]: secret-looking values masked in every response.
+//! - [`dashboard`]: the web dashboard under `/ui/` (`/` redirects there), reading and acting
+//!   through the same functions as the JSON handlers.
 //! - `jobs`, `runs`, `system`, `workflow` (why, audit, pause/resume): the handlers, each annotated for the OpenAPI document, which
 //!   `utoipa-axum` collects from the very routes the router serves (so the document cannot
 //!   list a route that is not served, or miss one).
@@ -21,6 +23,7 @@
 
 pub mod auth;
 pub mod backend;
+pub mod dashboard;
 pub mod mask;
 pub mod problem;
 
@@ -161,6 +164,7 @@ pub(crate) struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) metrics_public: bool,
     pub(crate) openapi: Arc<String>,
+    pub(crate) dashboard: Arc<dashboard::Dashboard>,
 }
 
 /// Who may call is decided before every handler that names a [`Caller`].
@@ -247,6 +251,7 @@ pub fn served_routes() -> Vec<(Method, String)> {
 pub(crate) fn app(state: AppState) -> Router {
     let (router, _) = routes();
     router
+        .merge(dashboard::routes())
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(RequestBodyLimitLayer::new(MAX_BODY))
@@ -315,6 +320,7 @@ impl HttpServer {
             metrics,
             metrics_public: config.metrics_public,
             openapi: Arc::new(openapi),
+            dashboard: Arc::new(dashboard::Dashboard::new(config.tls.is_some())),
         };
         let app = app(state).into_make_service_with_connect_info::<SocketAddr>();
         let listener = std::net::TcpListener::bind(config.listen)

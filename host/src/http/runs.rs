@@ -44,9 +44,9 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 
 /// A run as the API shows it (secret-looking result values masked).
 #[derive(Serialize, ToSchema)]
-struct RunView {
+pub(super) struct RunView {
     id: i64,
-    job: Option<String>,
+    pub(super) job: Option<String>,
     job_id: i64,
     fire_time: String,
     /// pending, running, succeeded, failed, timed_out, cancelled, skipped.
@@ -86,9 +86,14 @@ struct RunView {
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     continuations: Option<Vec<i64>>,
+    /// Every attempt (node, life, start, end, outcome, error), oldest first: on `GET
+    /// /api/v1/runs/{id}` only, so a page of runs stays one query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub(super) attempts: Option<Vec<crate::inspect::AttemptView>>,
 }
 
-fn view(run: &Run, job: Option<String>) -> RunView {
+pub(super) fn view(run: &Run, job: Option<String>) -> RunView {
     let ts = |t: Option<Timestamp>| t.map(|t| t.to_string());
     RunView {
         id: run.id.map_or(0, |r| r.0),
@@ -127,32 +132,33 @@ fn view(run: &Run, job: Option<String>) -> RunView {
         parent_run_id: run.parent_run_id.map(|p| p.0),
         params_resolved: run.params_resolved.as_deref().map(mask_text),
         continuations: None,
+        attempts: None,
     }
 }
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-struct RunQuery {
+pub(super) struct RunQuery {
     /// Only this job's runs (by name).
-    job: Option<String>,
+    pub(super) job: Option<String>,
     /// Only runs in this state.
-    state: Option<String>,
+    pub(super) state: Option<String>,
     /// Only runs whose fire time is at or after this instant (RFC 3339).
-    from: Option<String>,
+    pub(super) from: Option<String>,
     /// Only runs whose fire time is before this instant (RFC 3339).
-    to: Option<String>,
+    pub(super) to: Option<String>,
     /// The `next_cursor` of the previous page.
-    cursor: Option<String>,
+    pub(super) cursor: Option<String>,
     /// Runs per page (1–1000, default 100).
-    limit: Option<usize>,
+    pub(super) limit: Option<usize>,
 }
 
 /// A page of runs.
 #[derive(Serialize, ToSchema)]
-struct RunPage {
-    items: Vec<RunView>,
+pub(super) struct RunPage {
+    pub(super) items: Vec<RunView>,
     /// Pass as `cursor` for the next page; null on the last page.
-    next_cursor: Option<String>,
+    pub(super) next_cursor: Option<String>,
 }
 
 fn instant(field: &str, text: &str) -> ApiResult<Timestamp> {
@@ -210,15 +216,19 @@ async fn list_runs(
     _caller: Caller,
     Q(q): Q<RunQuery>,
 ) -> ApiResult<Json<RunPage>> {
+    Ok(Json(run_page(&st, &q).await?))
+}
+
+/// The page of runs `q` asks for: what `GET /api/v1/runs` answers and the dashboard's runs
+/// page shows.
+pub(super) async fn run_page(st: &AppState, q: &RunQuery) -> ApiResult<RunPage> {
     let limit = super::system::limit_of(q.limit, 100)?;
     let mut filter = RunFilter {
         limit,
         ..RunFilter::default()
     };
     if let Some(name) = &q.job {
-        let job = super::jobs::load(&st, name)
-            .await
-            .map_err(|p| p.at("job"))?;
+        let job = super::jobs::load(st, name).await.map_err(|p| p.at("job"))?;
         filter.job = job.id;
     }
     if let Some(s) = &q.state {
@@ -234,22 +244,22 @@ async fn list_runs(
         filter.before = Some(cursor_of(c)?);
     }
     let runs = st.backend.run_list(&filter).await?;
-    let names = job_names(&st).await?;
+    let names = job_names(st).await?;
     let next_cursor = if runs.len() == limit {
         runs.last().and_then(RunCursor::of).map(cursor_text)
     } else {
         None
     };
-    Ok(Json(RunPage {
+    Ok(RunPage {
         items: runs
             .iter()
             .map(|r| view(r, names.get(&r.job_id).cloned()))
             .collect(),
         next_cursor,
-    }))
+    })
 }
 
-async fn load_run(st: &AppState, id: i64) -> ApiResult<Run> {
+pub(super) async fn load_run(st: &AppState, id: i64) -> ApiResult<Run> {
     st.backend
         .run_get(RunId(id))
         .await?
@@ -265,16 +275,29 @@ async fn get_run(
     _caller: Caller,
     P(id): P<i64>,
 ) -> ApiResult<Json<RunView>> {
-    let run = load_run(&st, id).await?;
+    Ok(Json(run_with_attempts(&st, id).await?))
+}
+
+/// Run `id` with its job's name and its attempts: the API's `GET /api/v1/runs/{id}` and the
+/// dashboard's run page.
+pub(super) async fn run_with_attempts(st: &AppState, id: i64) -> ApiResult<RunView> {
+    let run = load_run(st, id).await?;
     let job = st
         .backend
         .job_get(run.job_id)
         .await?
         .map(|j| j.name.to_string());
     let children = st.backend.run_children(RunId(id)).await?;
+    let attempts = st.backend.run_attempts(RunId(id)).await?;
     let mut v = view(&run, job);
     v.continuations = Some(children.iter().filter_map(|c| c.id.map(|i| i.0)).collect());
-    Ok(Json(v))
+    v.attempts = Some(
+        attempts
+            .iter()
+            .map(crate::inspect::AttemptView::from)
+            .collect(),
+    );
+    Ok(v)
 }
 
 /// Why a cancel is asked for.
@@ -308,38 +331,53 @@ async fn cancel_run(
     } else {
         super::jobs::parse_body(&body)?
     };
-    let run = load_run(&st, id).await?;
+    let answer = cancel(&st, &caller, id, body.reason).await?;
+    let status = if answer["cancelling"] == json!(true) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(answer)).into_response())
+}
+
+/// Cancels run `id` for `caller` (operator) and records it: the API's and the dashboard's
+/// cancel. The answer says whether it was cancelled at once or asked to stop
+/// (`cancelling`).
+pub(super) async fn cancel(
+    st: &AppState,
+    caller: &Caller,
+    id: i64,
+    reason: Option<String>,
+) -> ApiResult<Value> {
+    caller.require(Role::Operator, "cancelling a run")?;
+    let run = load_run(st, id).await?;
     let by = caller.name.to_string();
     let outcome = st
         .backend
         .run_cancel(RunId(id), &by, Timestamp::now())
         .await?;
-    let (status, answer) = match outcome {
-        CancelOutcome::Cancelled(_) => (
-            StatusCode::OK,
-            json!({"run": id, "cancel": "cancelled", "cancelling": false}),
-        ),
+    let answer = match outcome {
+        CancelOutcome::Cancelled(_) => {
+            json!({"run": id, "cancel": "cancelled", "cancelling": false})
+        }
         CancelOutcome::Requested { node, request } => {
             let why = format!(
                 "by {by}{}",
-                body.reason
+                reason
                     .as_deref()
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default()
             );
             // Best effort: the request on record is what every node obeys.
             let _ = st.backend.cancel_run(RunId(id), &why).await;
-            (
-                StatusCode::ACCEPTED,
-                json!({
-                    "run": id,
-                    "cancel": "requested",
-                    "cancelling": true,
-                    "node": node.map(|n| n.0),
-                    "requested_by": request.by,
-                    "requested_at": request.at.to_string(),
-                }),
-            )
+            json!({
+                "run": id,
+                "cancel": "requested",
+                "cancelling": true,
+                "node": node.map(|n| n.0),
+                "requested_by": request.by,
+                "requested_at": request.at.to_string(),
+            })
         }
     };
     let job = st
@@ -348,15 +386,15 @@ async fn cancel_run(
         .await?
         .map(|j| j.name.to_string());
     record(
-        &st,
-        &caller,
+        st,
+        caller,
         "cancel",
         job.as_deref(),
         Some(RunId(id)),
-        body.reason,
+        reason,
     )
     .await?;
-    Ok((status, Json(answer)).into_response())
+    Ok(answer)
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -437,7 +475,16 @@ async fn stream_logs(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let after = resume.or(q.after);
+    Ok(log_stream(st, RunId(id), resume.or(q.after)))
+}
+
+/// The live log of `run` after line `after` as Server-Sent Events (`log` events, then one
+/// `end`): what the API's stream and the dashboard's log tail both serve.
+pub(super) fn log_stream(
+    st: AppState,
+    run: RunId,
+    after: Option<u64>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     struct Tail {
         st: AppState,
         run: RunId,
@@ -447,7 +494,7 @@ async fn stream_logs(
     }
     let tail = Tail {
         st,
-        run: RunId(id),
+        run,
         after,
         buffered: Default::default(),
         ended: false,
@@ -511,5 +558,5 @@ async fn stream_logs(
             }
         }
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+    Sse::new(events).keep_alive(KeepAlive::default())
 }

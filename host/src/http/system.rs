@@ -103,7 +103,7 @@ async fn openapi_json(State(st): State<AppState>) -> Response {
 
 /// A node of the database, with its heartbeat.
 #[derive(Serialize, ToSchema)]
-struct NodeView {
+pub(super) struct NodeView {
     id: String,
     instance: String,
     host_name: String,
@@ -123,29 +123,32 @@ struct NodeView {
 #[utoipa::path(get, path = "/api/v1/nodes", tag = "nodes",
     responses((status = 200, body = Vec<NodeView>), (status = 401, body = Problem)))]
 async fn nodes(State(st): State<AppState>, _caller: Caller) -> ApiResult<Json<Vec<NodeView>>> {
+    Ok(Json(node_views(&st).await?))
+}
+
+/// The nodes with their heartbeat ages: the API's list and the dashboard's.
+pub(super) async fn node_views(st: &AppState) -> ApiResult<Vec<NodeView>> {
     let now = Timestamp::now();
     let nodes = st.backend.node_list().await?;
-    Ok(Json(
-        nodes
-            .into_iter()
-            .map(|n| NodeView {
-                id: n.info.id.0,
-                instance: n.info.instance.to_string(),
-                host_name: n.info.host_name,
-                pid: n.info.pid,
-                version: n.info.version,
-                capacity: n.info.capacity,
-                tags: n.info.tags,
-                started_at: n.started_at.map(|t| t.to_string()),
-                heartbeat_age_secs: n
-                    .heartbeat_at
-                    .map(|h| now.duration_since(h).as_secs_f64().max(0.0)),
-                heartbeat_at: n.heartbeat_at.map(|t| t.to_string()),
-                stopped_at: n.stopped_at.map(|t| t.to_string()),
-                running: n.running,
-            })
-            .collect(),
-    ))
+    Ok(nodes
+        .into_iter()
+        .map(|n| NodeView {
+            id: n.info.id.0,
+            instance: n.info.instance.to_string(),
+            host_name: n.info.host_name,
+            pid: n.info.pid,
+            version: n.info.version,
+            capacity: n.info.capacity,
+            tags: n.info.tags,
+            started_at: n.started_at.map(|t| t.to_string()),
+            heartbeat_age_secs: n
+                .heartbeat_at
+                .map(|h| now.duration_since(h).as_secs_f64().max(0.0)),
+            heartbeat_at: n.heartbeat_at.map(|t| t.to_string()),
+            stopped_at: n.stopped_at.map(|t| t.to_string()),
+            running: n.running,
+        })
+        .collect())
 }
 
 /// One plugin version (serving, draining or drained).
@@ -198,7 +201,7 @@ struct RefusalView {
 
 /// Plugins: versions, handlers, refused files.
 #[derive(Serialize, ToSchema)]
-struct PluginsView {
+pub(super) struct PluginsView {
     versions: Vec<VersionView>,
     handlers: Vec<HandlerView>,
     refusals: Vec<RefusalView>,
@@ -208,8 +211,13 @@ struct PluginsView {
 #[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins",
     responses((status = 200, body = PluginsView), (status = 401, body = Problem)))]
 async fn plugins(State(st): State<AppState>, _caller: Caller) -> Json<PluginsView> {
+    Json(plugins_view(&st))
+}
+
+/// The plugin versions, handlers and refusals: the API's and the dashboard's.
+pub(super) fn plugins_view(st: &AppState) -> PluginsView {
     let set = st.backend.plugins();
-    Json(PluginsView {
+    PluginsView {
         versions: st
             .backend
             .plugin_versions()
@@ -237,7 +245,7 @@ async fn plugins(State(st): State<AppState>, _caller: Caller) -> Json<PluginsVie
                 fix: r.fix.clone(),
             })
             .collect(),
-    })
+    }
 }
 
 /// A refusal of a reload, and the version kept serving.

@@ -42,7 +42,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A bad question to `why` / `audit` is the caller's: 400 naming `field`.
-fn inspect_problem(e: InspectError, field: &str) -> Problem {
+pub(super) fn inspect_problem(e: InspectError, field: &str) -> Problem {
     match e {
         InspectError::Invalid(text) => Problem::invalid(field, text),
         InspectError::Store(s) => s.into(),
@@ -192,16 +192,19 @@ fn pause_of(caller: &Caller, body: &[u8]) -> ApiResult<Pause> {
     } else {
         parse_body(body)?
     };
-    Ok(Pause {
+    Ok(pause_now(caller, body.reason.as_deref()))
+}
+
+/// The pause `caller` makes now with `reason` (blank: none).
+pub(super) fn pause_now(caller: &Caller, reason: Option<&str>) -> Pause {
+    Pause {
         at: Timestamp::now(),
         by: caller.name.clone(),
-        reason: body
-            .reason
-            .as_deref()
+        reason: reason
             .map(str::trim)
             .filter(|r| !r.is_empty())
             .map(str::to_string),
-    })
+    }
 }
 
 /// Pauses a job (operator), distinct from disable: fires that fall due are recorded skipped
@@ -219,13 +222,24 @@ async fn pause_job(
 ) -> ApiResult<Json<Value>> {
     caller.require(Role::Operator, "pausing a job")?;
     let p = pause_of(&caller, &body)?;
-    let job = load(&st, &name).await?;
+    pause_job_as(&st, &caller, &name, p).await?;
+    Ok(Json(view(&st, &load(&st, &name).await?).await?))
+}
+
+/// Pauses job `name` with `p` (operator) and records it: the API's and the dashboard's pause.
+pub(super) async fn pause_job_as(
+    st: &AppState,
+    caller: &Caller,
+    name: &str,
+    p: Pause,
+) -> ApiResult<()> {
+    caller.require(Role::Operator, "pausing a job")?;
+    let job = load(st, name).await?;
     let id = job
         .id
         .ok_or_else(|| Problem::internal("a stored job without an id"))?;
     st.backend.pause(&PauseTarget::Job(id), &p).await?;
-    record(&st, &caller, "pause", Some(&name), None, p.reason.clone()).await?;
-    Ok(Json(view(&st, &load(&st, &name).await?).await?))
+    record(st, caller, "pause", Some(name), None, p.reason.clone()).await
 }
 
 /// Ends a job's pause (operator): its misfire policy decides what of the paused time runs;
@@ -239,8 +253,15 @@ async fn resume_job(
     caller: Caller,
     P(name): P<String>,
 ) -> ApiResult<Json<Value>> {
+    resume_job_as(&st, &caller, &name).await?;
+    Ok(Json(view(&st, &load(&st, &name).await?).await?))
+}
+
+/// Resumes job `name` (operator) and records it; how many paused fires were recorded
+/// skipped. The API's and the dashboard's resume.
+pub(super) async fn resume_job_as(st: &AppState, caller: &Caller, name: &str) -> ApiResult<u64> {
     caller.require(Role::Operator, "resuming a job")?;
-    let job = load(&st, &name).await?;
+    let job = load(st, name).await?;
     let id = job
         .id
         .ok_or_else(|| Problem::internal("a stored job without an id"))?;
@@ -249,15 +270,15 @@ async fn resume_job(
         .resume(&PauseTarget::Job(id), Timestamp::now())
         .await?;
     record(
-        &st,
-        &caller,
+        st,
+        caller,
         "resume",
-        Some(&name),
+        Some(name),
         None,
         Some(format!("{} paused fire(s) recorded skipped", r.skipped)),
     )
     .await?;
-    Ok(Json(view(&st, &load(&st, &name).await?).await?))
+    Ok(r.skipped)
 }
 
 /// Pauses every job of a group, present and future (operator). 404 for a group no job is in,

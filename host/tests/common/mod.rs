@@ -101,6 +101,15 @@ pub(crate) fn backend_url(backend: &str, var: &str) -> Option<String> {
     }
 }
 
+/// Whether `what` (a backend or a tool such as `dashboard`) is named in `TAKT_TEST_REQUIRE`
+/// (comma-separated, as `.ci/run` sets it): then a test that would skip for want of it fails.
+pub(crate) fn required(what: &str) -> bool {
+    std::env::var("TAKT_TEST_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .any(|b| b.trim() == what)
+}
+
 /// The `testing` plugin (built by [`build`]) loaded into a set of its own, from shadow copies
 /// under `shadow` in the temp dir: what the scheduler tests run their jobs on.
 pub(crate) fn testing_plugins(shadow: &str) -> std::sync::Arc<takt_host::plugins::PluginSet> {
