@@ -273,7 +273,8 @@ fn migrations_applied_twice_are_a_noop() {
             (7, "cancel_requests"),
             (8, "api_access"),
             (9, "alerts"),
-            (10, "run_triggers")
+            (10, "run_triggers"),
+            (11, "job_groups")
         ]
     );
     assert_eq!(
@@ -348,7 +349,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, [2, 3, 4, 5, 6, 7, 8, 9, 10], "{events:?}");
+    assert_eq!(started, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11], "{events:?}");
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");

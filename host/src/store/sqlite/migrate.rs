@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::new(8, "api_access", sql!("0008_api_access.sql")),
     Migration::new(9, "alerts", sql!("0009_alerts.sql")),
     Migration::new(10, "run_triggers", sql!("0010_run_triggers.sql")),
+    Migration::new(11, "job_groups", sql!("0011_job_groups.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).
