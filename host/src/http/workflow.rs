@@ -296,8 +296,8 @@ async fn pause_group(
     Ok(Json(v))
 }
 
-/// Ends a group's pause (operator); members paused on their own stay paused. 404 when the
-/// group is not paused.
+/// Ends a group's pause and its failure hold (operator); members paused on their own stay
+/// paused. 404 when the group is neither paused nor held.
 #[utoipa::path(post, path = "/api/v1/groups/{group}/resume", tag = "workflow",
     params(("group" = String, Path, description = "the group's name")),
     responses((status = 200, description = "as `takt group resume --json` prints it", body = Object),
@@ -319,9 +319,12 @@ async fn resume_group(
         None,
         None,
         Some(format!(
-            "group {group}: {} job(s) released, {} paused fire(s) recorded skipped",
+            "group {group}: {} job(s) released, {} paused fire(s) recorded skipped{}",
             r.jobs.len(),
-            r.skipped
+            r.skipped,
+            r.released
+                .as_ref()
+                .map_or_else(String::new, |h| format!("; failure hold released ({h})"))
         )),
     )
     .await?;
