@@ -472,6 +472,15 @@ pub mod probe {
         async fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>> {
             timed!(self, "pause_list", self.inner.pause_list())
         }
+        async fn group_list(&self, now: Timestamp) -> StoreResult<Vec<takt_core::group::GroupStatus>> {
+            timed!(self, "group_list", self.inner.group_list(now))
+        }
+        async fn group_status(&self, name: &str, now: Timestamp) -> StoreResult<takt_core::group::GroupStatus> {
+            timed!(self, "group_status", self.inner.group_status(name, now))
+        }
+        async fn group_set(&self, name: &str, max_running: Option<u32>) -> StoreResult<takt_core::group::GroupDef> {
+            timed!(self, "group_set", self.inner.group_set(name, max_running))
+        }
         async fn run_cancel(
             &self,
             id: RunId,

@@ -157,6 +157,17 @@ pub struct Config {
     pub alerts: std::sync::Arc<crate::alerts::AlertsConfig>,
     /// The jobs the file declares, validated, marked with [`CONFIG_APPLICATION`].
     pub jobs: Vec<JobDef>,
+    /// `[groups.NAME]`: each group's `max_running` (`None`: no limit), written to the
+    /// store at every start ([`crate::store`]'s `job_groups`), after the jobs.
+    pub groups: BTreeMap<String, Option<u32>>,
+}
+
+/// `[groups.NAME]`: a group's definition.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupSection {
+    /// The most runs of the group's jobs running at once, on all nodes (at least 1).
+    max_running: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -189,6 +200,8 @@ struct FileConfig {
     alerts: crate::alerts::AlertsFile,
     #[serde(default)]
     jobs: Vec<JobEntry>,
+    #[serde(default)]
+    groups: BTreeMap<String, GroupSection>,
 }
 
 /// `[http]`: takt's own HTTP API (see [`crate::http`]).
@@ -630,6 +643,15 @@ impl Config {
         if let Some(days) = raw.retention_days {
             jobs.push(retention_job(days, &timezone).map_err(|e| err("retention_days", e))?);
         }
+        let mut groups = BTreeMap::new();
+        for (name, g) in raw.groups {
+            let max = g
+                .max_running
+                .map(|n| takt_core::group::check_max_running(&name, n))
+                .transpose()
+                .map_err(|m| err(&format!("groups.{name}.max_running"), m))?;
+            groups.insert(name, max);
+        }
         // The API is served when the file has an [http] section (`takt init` writes one) or
         // TAKT_HTTP_LISTEN names an address: an older takt.toml opens no port on upgrade.
         let raw_has_http = raw.http.is_some();
@@ -713,6 +735,7 @@ impl Config {
             http,
             alerts: std::sync::Arc::new(alerts),
             jobs,
+            groups,
         })
     }
 }
@@ -1213,6 +1236,26 @@ mod tests {
         .unwrap_err();
         assert_eq!(bad.file, "environment");
         assert_eq!(bad.key, "TAKT_CAPACITY");
+    }
+
+    #[test]
+    fn groups_are_read_and_their_limits_checked() {
+        let c = parse(
+            "[[jobs]]\nname = \"a\"\nhandler = \"x::y\"\ngroup = \"press\"\n\
+             [groups.press]\nmax_running = 2\n[groups.free]\n",
+        )
+        .unwrap();
+        assert_eq!(c.groups.get("press"), Some(&Some(2)));
+        assert_eq!(c.groups.get("free"), Some(&None));
+        let e = parse("[groups.press]\nmax_running = 0").unwrap_err();
+        assert_eq!(e.key, "groups.press.max_running");
+        assert!(e.message.contains("at least 1"), "{}", e.message);
+        let e = parse("[groups.press]\nmax_running = -2").unwrap_err();
+        assert_eq!(e.key, "groups.press.max_running");
+        assert!(
+            parse("[groups.press]\nlimit = 2").is_err(),
+            "unknown keys are refused"
+        );
     }
 
     #[test]

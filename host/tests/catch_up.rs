@@ -117,6 +117,9 @@ impl Store for Switch {
         fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>>;
         fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>>;
         fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>>;
+        fn group_list(&self, now: Timestamp) -> StoreResult<Vec<takt_core::group::GroupStatus>>;
+        fn group_status(&self, name: &str, now: Timestamp) -> StoreResult<takt_core::group::GroupStatus>;
+        fn group_set(&self, name: &str, max_running: Option<u32>) -> StoreResult<takt_core::group::GroupDef>;
         fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
         fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
         fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;

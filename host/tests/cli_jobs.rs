@@ -1255,7 +1255,24 @@ fn pause_and_resume_jobs_groups_and_nodes_with_who_and_why() {
     assert_eq!(r["jobs"].as_array().map(Vec::len), Some(2));
     assert_eq!(d.json(&["job", "show", "load"])["state"], "enabled");
     let e = d.fails(&["group", "resume", "etl"]);
-    assert!(e.contains("group etl is not paused"), "{e}");
+    assert!(e.contains("group etl is neither paused nor held"), "{e}");
+
+    // A group's limit: set, listed, refused when bad.
+    let g = d.json(&["group", "set", "etl", "--max-running", "2"]);
+    assert_eq!(
+        (g["max_running"].as_u64(), g["running"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!(d.ok(&["group", "list"]).contains("0 of 2"));
+    let e = d.fails(&["group", "set", "etl", "--max-running", "0"]);
+    assert!(e.contains("max_running must be at least 1"), "{e}");
+    let e = d.fails(&["group", "set", "etl", "--max-running", "-3"]);
+    assert!(e.contains("max_running must be at least 1"), "{e}");
+    let e = d.fails(&["group", "set", "nightly", "--max-running", "2"]);
+    assert!(e.contains("no job is in group nightly"), "{e}");
+    let e = d.fails(&["group", "set", "etl"]);
+    assert!(e.contains("--max-running N"), "{e}");
+    assert!(d.json(&["group", "set", "etl", "--no-limit"])["max_running"].is_null());
 
     // Nodes: only registered ones.
     let e = d.fails(&["node", "pause", "line-7"]);

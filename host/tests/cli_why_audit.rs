@@ -189,6 +189,84 @@ fn dst_history(d: &Dir) {
         .expect("stop");
 }
 
+/// A group held by a member's failed run: `why` of another member names the member, its run
+/// and how to release it; a resume releases it.
+#[test]
+fn why_names_a_group_hold_and_resume_releases_it() {
+    let d = Dir::new("group");
+    let s = store(&d.db());
+    let start = t("2026-06-01T10:00:00Z");
+    let every = Interval::new(60, Some(start)).expect("interval");
+    let member = |name: &str| {
+        let mut j = JobDef::new(name, "x::y")
+            .expect("job")
+            .with_schedule(Schedule::new(Rule::Interval(every), Zone::utc()));
+        j.group = Some("etl".into());
+        j
+    };
+    insert(&s, member("extract"), start, start);
+    insert(&s, member("load"), start, start);
+    let life = register(&s, "node-a", "a-1", start);
+    block_on(s.lease_renew(&NodeId("node-a".into()), &life, start, start)).expect("heartbeat");
+    let claimed = block_on(s.run_claim_due(&ClaimParams {
+        node: NodeId("node-a".into()),
+        instance: life.clone(),
+        tags: Vec::new(),
+        now: start,
+        limit: 10,
+        lease: Duration::from_secs(60),
+    }))
+    .expect("claim");
+    assert_eq!(claimed.len(), 2);
+    let end = t("2026-06-01T10:00:05Z");
+    let mut failed_run = 0;
+    for c in claimed {
+        let mut done = c.run.clone();
+        let event = if c.job.name.as_str() == "extract" {
+            failed_run = c.run.id.expect("id").0;
+            RunEvent::Failed {
+                error: "source offline".into(),
+                retryable: false,
+            }
+        } else {
+            RunEvent::Succeeded { result_json: None }
+        };
+        done.apply(event, end, &c.job.retry).expect("finish");
+        block_on(s.run_set_state_if_running(
+            c.run.id.expect("id"),
+            c.run.attempt,
+            &RunFinish::from_run(&done, end),
+        ))
+        .expect("finish");
+    }
+    let db = d.db();
+    let db = db.to_str().expect("utf-8");
+    let why: Value =
+        serde_json::from_str(&d.ok(&["why", "load", "--json", "--db", db])).expect("json");
+    let held = why["reasons"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["code"] == "group_held"))
+        .unwrap_or_else(|| panic!("a group_held reason: {why}"));
+    let text = held["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("member extract") && text.contains(&format!("run {failed_run}")),
+        "{text}"
+    );
+    assert!(text.contains("takt group resume etl"), "{text}");
+    let list = d.ok(&["group", "list", "--db", db]);
+    assert!(list.contains("held: extract"), "{list}");
+    let out = d.ok(&["group", "resume", "etl", "--db", db]);
+    assert!(out.contains("released the failure hold"), "{out}");
+    let why: Value =
+        serde_json::from_str(&d.ok(&["why", "load", "--json", "--db", db])).expect("json");
+    assert!(
+        !why["reasons"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["code"] == "group_held")),
+        "{why}"
+    );
+}
+
 #[test]
 fn a_fire_lost_to_a_dst_gap_is_explained_and_audited() {
     let d = Dir::new("dst");

@@ -165,6 +165,11 @@ impl Api {
         let (s, _, v) = self.call(Method::POST, path, Some(body), &[]).await;
         (s, v)
     }
+
+    async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let (s, _, v) = self.call(Method::PUT, path, Some(body), &[]).await;
+        (s, v)
+    }
 }
 
 async fn wait_for<F: Fn(&Value) -> bool>(api: &Api, path: &str, ok: F) -> Value {
@@ -934,6 +939,43 @@ async fn why_audit_and_pauses_of_jobs_groups_and_nodes() {
         StatusCode::NOT_FOUND
     );
 
+    // A group's definition: max_running, checked; the list shows it.
+    let (s, g) = o
+        .put("/api/v1/groups/line1", json!({"max_running": 2}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{g}");
+    assert_eq!(
+        (g["max_running"].as_u64(), g["running"].as_u64()),
+        (Some(2), Some(0))
+    );
+    let (s, e) = o
+        .put("/api/v1/groups/line1", json!({"max_running": 0}))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert_eq!(
+        o.put("/api/v1/groups/empty", json!({"max_running": 1}))
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        v.put("/api/v1/groups/line1", json!({"max_running": 1}))
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    let (s, list) = v.get("/api/v1/groups").await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    let line1 = list
+        .as_array()
+        .and_then(|l| l.iter().find(|g| g["group"] == "line1"))
+        .expect("line1 listed");
+    assert_eq!(line1["max_running"], 2, "{list}");
+    assert!(
+        line1["hold"].is_null() && line1["pause"].is_null(),
+        "{list}"
+    );
+
     // A node's pause reaches its loop through the store: a trigger waits until the resume.
     let node = format!("api-{}", std::process::id());
     assert_eq!(
@@ -1191,6 +1233,8 @@ async fn the_openapi_document_lists_exactly_the_routes_served() {
         ("POST", "/api/v1/jobs/{name}/resume"),
         ("POST", "/api/v1/groups/{group}/pause"),
         ("POST", "/api/v1/groups/{group}/resume"),
+        ("GET", "/api/v1/groups"),
+        ("PUT", "/api/v1/groups/{group}"),
         ("POST", "/api/v1/nodes/{id}/pause"),
         ("POST", "/api/v1/nodes/{id}/resume"),
     ]

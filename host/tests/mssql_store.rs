@@ -142,6 +142,7 @@ impl Dbs {
 /// Drops takt's tables (the emulator's stand-in for a fresh database).
 async fn empty(c: &mut Client) {
     for t in [
+        "job_groups",
         "operator_actions",
         "api_tokens",
         "alert_deliveries",

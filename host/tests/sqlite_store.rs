@@ -274,7 +274,8 @@ fn migrations_applied_twice_are_a_noop() {
             (8, "api_access"),
             (9, "alerts"),
             (10, "run_triggers"),
-            (11, "continuations")
+            (11, "continuations"),
+            (12, "job_groups")
         ]
     );
     assert_eq!(
@@ -349,7 +350,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11], "{events:?}");
+    assert_eq!(started, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], "{events:?}");
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");

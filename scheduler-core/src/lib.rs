@@ -18,6 +18,7 @@
 pub mod alert;
 pub mod attempt;
 pub mod civil;
+pub mod group;
 pub mod job;
 pub mod node;
 pub mod pause;

@@ -111,6 +111,8 @@ pub struct Resumed {
     pub jobs: Vec<JobId>,
     /// The fires recorded skipped with reason `paused` (a long omitted range counts once).
     pub skipped: u64,
+    /// A group's failure hold that the resume released ([`crate::group`]), if it had one.
+    pub released: Option<crate::group::GroupHold>,
 }
 
 /// What the release of a held `job` writes at `now`: the skipped runs of the paused interval

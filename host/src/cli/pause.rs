@@ -6,6 +6,7 @@ use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use takt_core::Timestamp;
+use takt_core::group::{GroupHold, GroupStatus, check_max_running};
 use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::run::NodeId;
 use takt_core::store::Store;
@@ -77,7 +78,7 @@ pub(super) enum GroupCmd {
         #[arg(long)]
         json: bool,
     },
-    /// End a group's pause (members paused on their own stay paused).
+    /// End a group's pause and its failure hold (members paused on their own stay paused).
     Resume {
         /// The group's name.
         name: String,
@@ -87,7 +88,30 @@ pub(super) enum GroupCmd {
         #[arg(long)]
         json: bool,
     },
-    /// The groups: their jobs, and who paused them, when and why.
+    /// Set a group's definition: how many of its runs may run at once, on all nodes.
+    Set {
+        /// The group's name (the `group` of its jobs).
+        name: String,
+        /// The most runs of the group's jobs running at once (at least 1); fires over it
+        /// wait as pending runs and start when a slot frees.
+        #[arg(
+            long,
+            value_name = "N",
+            allow_negative_numbers = true,
+            conflicts_with = "no_limit"
+        )]
+        max_running: Option<i64>,
+        /// Remove the group's limit.
+        #[arg(long)]
+        no_limit: bool,
+        #[command(flatten)]
+        db: DbArg,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The groups: their jobs, limit and running runs, pause (who, when, why) and failure
+    /// hold (which member's run did not succeed).
     List {
         #[command(flatten)]
         db: DbArg,
@@ -128,15 +152,62 @@ pub(crate) fn resumed_json(what: &str, r: &Resumed) -> Value {
         "resumed": what,
         "jobs": r.jobs.iter().map(|j| j.0).collect::<Vec<_>>(),
         "skipped": r.skipped,
+        "released_hold": r.released.as_ref().map(hold_json),
     })
 }
 
 fn resumed_text(what: &str, r: &Resumed) -> Result<()> {
+    if let Some(h) = &r.released {
+        outln!("released the failure hold ({h})")?;
+    }
     outln!(
         "resumed {what}: {} job(s) released, {} paused fire(s) recorded skipped",
         r.jobs.len(),
         r.skipped
     )
+}
+
+/// A group's failure hold as JSON.
+pub(crate) fn hold_json(h: &GroupHold) -> Value {
+    json!({
+        "member": h.member.as_str(),
+        "run": h.run.0,
+        "fire_time": h.fire_time.to_string(),
+        "state": h.state.name(),
+        "release": h.release_hint(),
+    })
+}
+
+/// A group as `takt group list --json` and the API show it.
+pub(crate) fn group_json(g: &GroupStatus) -> Value {
+    json!({
+        "group": g.name,
+        "jobs": g.members.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+        "max_running": g.def.max_running,
+        "running": g.running,
+        "pause": g.pause.as_ref().map(pause_json),
+        "hold": g.hold.as_ref().map(hold_json),
+        "released_at": g.def.released_at.map(|t| t.to_string()),
+    })
+}
+
+/// A group's state in one cell: the operator's pause and the failure hold are two
+/// different things, each ended by `takt group resume`.
+fn group_state(g: &GroupStatus) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = &g.pause {
+        parts.push(p.to_string());
+    }
+    if let Some(h) = &g.hold {
+        parts.push(format!(
+            "held: {}'s run {} {} (fire {})",
+            h.member, h.run, h.state, h.fire_time
+        ));
+    }
+    if parts.is_empty() {
+        return "active".to_string();
+    }
+    parts.join("; ")
 }
 
 pub(super) fn run_group(cmd: GroupCmd) -> Result<()> {
@@ -171,47 +242,59 @@ pub(super) fn run_group(cmd: GroupCmd) -> Result<()> {
             }
             resumed_text(&format!("group {name}"), &r)
         }
+        GroupCmd::Set {
+            name,
+            max_running,
+            no_limit,
+            db,
+            json,
+        } => {
+            let limit = match (max_running, no_limit) {
+                (Some(n), _) => Some(check_max_running(&name, n).map_err(|e| anyhow!(e))?),
+                (None, true) => None,
+                (None, false) => {
+                    return Err(anyhow!(
+                        "takt group set {name}: give --max-running N (at least 1) or --no-limit"
+                    ));
+                }
+            };
+            let store = db.open()?;
+            let def = block_on(store.group_set(&name, limit))?
+                .with_context(|| format!("cannot set group \"{name}\""))?;
+            if json {
+                let g = block_on(store.group_status(&name, Timestamp::now()))??;
+                return outln!("{}", serde_json::to_string_pretty(&group_json(&g))?);
+            }
+            match def.max_running {
+                Some(n) => outln!("group {name}: at most {n} run(s) at once, on all nodes"),
+                None => outln!("group {name}: no limit on running runs"),
+            }
+        }
         GroupCmd::List { db, json } => {
             let store = db.open()?;
-            let jobs = block_on(store.job_list())??;
-            let pauses = block_on(store.pause_list())??;
-            let mut groups: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-            for j in &jobs {
-                if let Some(g) = &j.group {
-                    groups
-                        .entry(g.clone())
-                        .or_default()
-                        .push(j.name.to_string());
-                }
-            }
-            let paused = |g: &str| {
-                pauses.iter().find_map(|(t, p)| match t {
-                    PauseTarget::Group(n) if n == g => Some(p.clone()),
-                    _ => None,
-                })
-            };
+            let groups = block_on(store.group_list(Timestamp::now()))??;
             if json {
-                let list: Vec<Value> = groups
-                    .iter()
-                    .map(|(g, members)| {
-                        json!({
-                            "group": g,
-                            "jobs": members,
-                            "pause": paused(g).as_ref().map(pause_json),
-                        })
-                    })
-                    .collect();
+                let list: Vec<Value> = groups.iter().map(group_json).collect();
                 return outln!("{}", serde_json::to_string_pretty(&list)?);
             }
             if groups.is_empty() {
                 return outln!("no groups (give jobs a group with --group)");
             }
-            let mut t = Table::new(["group", "jobs", "state"]);
-            for (g, members) in &groups {
+            let mut t = Table::new(["group", "jobs", "running", "state"]);
+            for g in &groups {
+                let running = match g.def.max_running {
+                    Some(n) => format!("{} of {n}", g.running),
+                    None => g.running.to_string(),
+                };
                 t.row([
-                    g.clone(),
-                    members.join(", "),
-                    paused(g).map_or_else(|| "active".to_string(), |p| p.to_string()),
+                    g.name.clone(),
+                    g.members
+                        .iter()
+                        .map(|m| m.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    running,
+                    group_state(g),
                 ]);
             }
             out!("{}", t.render())

@@ -799,6 +799,15 @@ async fn sync_jobs(
         "jobs from {}: {added} added, {updated} updated, {unchanged} unchanged, {disabled} disabled",
         config.file.display()
     )?;
+    // After the jobs: a group is known by its members.
+    for (name, max) in &config.groups {
+        store.group_set(name, *max).await.map_err(|e| {
+            anyhow::anyhow!(
+                "{}: [groups.{name}]: {e}; give a job group = \"{name}\" or remove the section",
+                config.file.display()
+            )
+        })?;
+    }
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use takt_core::alert::AlertDelivery;
 use takt_core::attempt::Attempt;
+use takt_core::group::{GroupDef, GroupStatus};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::NodeStatus;
 use takt_core::pause::{Pause, PauseTarget, Resumed};
@@ -62,6 +63,20 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BoxFut<'a, StoreResult<CancelOutcome>>;
     fn job_paused(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<(PauseTarget, Pause)>>>;
     fn pause_list(&self) -> BoxFut<'_, StoreResult<Vec<(PauseTarget, Pause)>>>;
+    /// [`Store::group_list`], as `takt group list` calls it.
+    fn group_list(&self, now: Timestamp) -> BoxFut<'_, StoreResult<Vec<GroupStatus>>>;
+    /// [`Store::group_status`].
+    fn group_status<'a>(
+        &'a self,
+        name: &'a str,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<GroupStatus>>;
+    /// [`Store::group_set`], as `takt group set` calls it.
+    fn group_set<'a>(
+        &'a self,
+        name: &'a str,
+        max_running: Option<u32>,
+    ) -> BoxFut<'a, StoreResult<GroupDef>>;
     /// [`Store::pause`], as `takt job|group|node pause` calls it. A node's pause reaches its
     /// loop the way the command's does: the loop reads its pause from the store.
     fn pause<'a>(
@@ -166,6 +181,23 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn pause_list(&self) -> BoxFut<'_, StoreResult<Vec<(PauseTarget, Pause)>>> {
         Box::pin(self.store().pause_list())
+    }
+    fn group_list(&self, now: Timestamp) -> BoxFut<'_, StoreResult<Vec<GroupStatus>>> {
+        Box::pin(self.store().group_list(now))
+    }
+    fn group_status<'a>(
+        &'a self,
+        name: &'a str,
+        now: Timestamp,
+    ) -> BoxFut<'a, StoreResult<GroupStatus>> {
+        Box::pin(self.store().group_status(name, now))
+    }
+    fn group_set<'a>(
+        &'a self,
+        name: &'a str,
+        max_running: Option<u32>,
+    ) -> BoxFut<'a, StoreResult<GroupDef>> {
+        Box::pin(self.store().group_set(name, max_running))
     }
     fn pause<'a>(
         &'a self,

@@ -24,7 +24,7 @@ use super::jobs::{job_name, load, parse_body, view};
 use super::problem::{ApiResult, Problem};
 use super::system::record;
 use super::{AppState, P, Q};
-use crate::cli::pause::{pause_json, resumed_json};
+use crate::cli::pause::{group_json, pause_json, resumed_json};
 use crate::inspect::InspectError;
 use crate::inspect::audit::AuditRequest;
 
@@ -37,6 +37,8 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(resume_job))
         .routes(routes!(pause_group))
         .routes(routes!(resume_group))
+        .routes(routes!(groups))
+        .routes(routes!(set_group))
         .routes(routes!(pause_node))
         .routes(routes!(resume_node))
 }
@@ -315,8 +317,8 @@ async fn pause_group(
     Ok(Json(v))
 }
 
-/// Ends a group's pause (operator); members paused on their own stay paused. 404 when the
-/// group is not paused.
+/// Ends a group's pause and its failure hold (operator); members paused on their own stay
+/// paused. 404 when the group is neither paused nor held.
 #[utoipa::path(post, path = "/api/v1/groups/{group}/resume", tag = "workflow",
     params(("group" = String, Path, description = "the group's name")),
     responses((status = 200, description = "as `takt group resume --json` prints it", body = Object),
@@ -338,13 +340,71 @@ async fn resume_group(
         None,
         None,
         Some(format!(
-            "group {group}: {} job(s) released, {} paused fire(s) recorded skipped",
+            "group {group}: {} job(s) released, {} paused fire(s) recorded skipped{}",
             r.jobs.len(),
-            r.skipped
+            r.skipped,
+            r.released
+                .as_ref()
+                .map_or_else(String::new, |h| format!("; failure hold released ({h})"))
         )),
     )
     .await?;
     Ok(Json(resumed_json(&group, &r)))
+}
+
+/// Every group (named by a job or defined): members, `max_running` and running runs, pause,
+/// failure hold (the member whose run did not succeed, and how to release it).
+#[utoipa::path(get, path = "/api/v1/groups", tag = "workflow",
+    responses((status = 200, description = "as `takt group list --json` prints it", body = Vec<Object>),
+              (status = 401, body = Problem)))]
+async fn groups(State(st): State<AppState>, _caller: Caller) -> ApiResult<Json<Vec<Value>>> {
+    let list = st.backend.group_list(Timestamp::now()).await?;
+    Ok(Json(list.iter().map(group_json).collect()))
+}
+
+/// A group's definition: `max_running` (at least 1; `null` for no limit).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct GroupBody {
+    /// The most runs of the group's jobs running at once, on all nodes; `null`: no limit.
+    max_running: Option<i64>,
+}
+
+/// Sets a group's `max_running` (operator), as `takt group set`. 400 for a limit below 1,
+/// 404 for a group no job is in.
+#[utoipa::path(put, path = "/api/v1/groups/{group}", tag = "workflow", request_body = GroupBody,
+    params(("group" = String, Path, description = "the group's name (the `group` of its jobs)")),
+    responses((status = 200, description = "as `takt group set --json` prints it", body = Object),
+              (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+              (status = 404, body = Problem)))]
+async fn set_group(
+    State(st): State<AppState>,
+    caller: Caller,
+    P(group): P<String>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<Value>> {
+    caller.require(Role::Operator, "setting a group")?;
+    let body: GroupBody = parse_body(&body)?;
+    let max = body
+        .max_running
+        .map(|n| takt_core::group::check_max_running(&group, n))
+        .transpose()
+        .map_err(|e| Problem::invalid("max_running", e))?;
+    st.backend.group_set(&group, max).await?;
+    record(
+        &st,
+        &caller,
+        "group-set",
+        None,
+        None,
+        Some(match max {
+            Some(n) => format!("group {group}: max_running {n}"),
+            None => format!("group {group}: no limit"),
+        }),
+    )
+    .await?;
+    let g = st.backend.group_status(&group, Timestamp::now()).await?;
+    Ok(Json(group_json(&g)))
 }
 
 /// Stops a node from claiming (operator): its running runs go on, other nodes keep running

@@ -16,6 +16,7 @@ use jiff::civil::DateTime;
 use jiff::tz::AmbiguousOffset;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
+use takt_core::group::GroupStatus;
 use takt_core::job::{JobDef, JobName, Validity};
 use takt_core::node::{NodeSession, NodeStatus};
 use takt_core::pause::{Pause, PauseTarget};
@@ -61,7 +62,7 @@ pub struct Reason {
     /// `schedule_ended`, `no_live_node`, `node_paused`,
     /// `no_node_for_tag`, `capacity_full`, `handler_unresolved`, `waiting_for_dependency`,
     /// `dependency_skipped`, `dependencies`, `overdue_misfire`,
-    /// `dst_gap_ahead`, `dst_fold_ahead`.
+    /// `dst_gap_ahead`, `dst_fold_ahead`, `group_held`, `group_full`.
     pub code: &'static str,
     /// Whether it stops the fire (else it may delay, skip or change it).
     pub blocks: bool,
@@ -86,6 +87,8 @@ pub struct Facts<'a> {
     pub paused: Option<&'a (PauseTarget, Pause)>,
     /// Paused nodes, by id (they claim nothing).
     pub paused_nodes: &'a [String],
+    /// The job's group as the store shows it now, if it has one.
+    pub group: Option<&'a GroupStatus>,
 }
 
 /// A check: the reasons it finds in the facts.
@@ -95,6 +98,7 @@ pub type Check = fn(&Facts<'_>) -> Vec<Reason>;
 pub const CHECKS: &[Check] = &[
     disabled,
     paused,
+    group,
     validity,
     no_schedule,
     nodes,
@@ -230,6 +234,10 @@ pub async fn why<S: Store>(
             _ => None,
         })
         .collect();
+    let group = match &job.group {
+        Some(g) => Some(store.group_status(g, now).await?),
+        None => None,
+    };
     let facts = Facts {
         job: &job,
         now,
@@ -238,6 +246,7 @@ pub async fn why<S: Store>(
         recent: &recent,
         paused: paused.as_ref(),
         paused_nodes: &paused_nodes,
+        group: group.as_ref(),
     };
     for check in CHECKS {
         report.reasons.extend(check(&facts));
@@ -389,6 +398,38 @@ fn paused(f: &Facts<'_>) -> Vec<Reason> {
         blocks: true,
         text,
     }]
+}
+
+/// A group held by a member's failure skips the job's next fire; a full group delays it.
+fn group(f: &Facts<'_>) -> Vec<Reason> {
+    let Some(g) = f.group else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(h) = &g.hold {
+        out.push(Reason {
+            code: "group_held",
+            blocks: true,
+            text: format!(
+                "{h}, so its next fires are recorded skipped, reason group; {}",
+                h.release_hint()
+            ),
+        });
+    }
+    if let Some(max) = g.def.max_running
+        && g.running >= max
+    {
+        out.push(Reason {
+            code: "group_full",
+            blocks: false,
+            text: format!(
+                "its group {} has {} of {max} runs running (max_running), so a fire waits as a \
+                 pending run until one ends; takt group set {} --max-running N raises it",
+                g.name, g.running, g.name
+            ),
+        });
+    }
+    out
 }
 
 fn validity(f: &Facts<'_>) -> Vec<Reason> {

@@ -10,6 +10,7 @@ use takt_core::alert::{AlertDelivery, AlertKey};
 
 use jiff::Timestamp;
 use takt_core::attempt::Attempt;
+use takt_core::group::{GroupDef, GroupStatus};
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
 use takt_core::pause::{Pause, PauseTarget, Resumed};
@@ -356,6 +357,9 @@ impl Store for AnyStore {
         fn job_paused(&self, id: JobId) -> StoreResult<Option<(PauseTarget, Pause)>>;
         fn node_paused(&self, node: &NodeId) -> StoreResult<Option<Pause>>;
         fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>>;
+        fn group_list(&self, now: Timestamp) -> StoreResult<Vec<GroupStatus>>;
+        fn group_status(&self, name: &str, now: Timestamp) -> StoreResult<GroupStatus>;
+        fn group_set(&self, name: &str, max_running: Option<u32>) -> StoreResult<GroupDef>;
         fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome>;
         fn cancel_requests(&self, node: &NodeId) -> StoreResult<Vec<CancelRequest>>;
         fn cancel_request_of(&self, id: RunId) -> StoreResult<Option<CancelRequest>>;

@@ -757,3 +757,25 @@ impl DeliveryRow {
         })
     }
 }
+
+/// A `job_groups` row as a [`GroupDef`] (every backend reads the same columns); a
+/// `max_running` below 1 or out of range is a corrupt row, not a limit.
+pub(crate) fn group_def(
+    path: &str,
+    name: &str,
+    max_running: Option<i64>,
+    released_at: Option<Timestamp>,
+) -> StoreResult<takt_core::group::GroupDef> {
+    let max_running = max_running
+        .map(|n| {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| corrupt(path, &format!("group {name}"), "max_running", n))
+        })
+        .transpose()?;
+    Ok(takt_core::group::GroupDef {
+        max_running,
+        released_at,
+    })
+}

@@ -141,6 +141,9 @@ where
     check!(unknown_dependencies_cycles_and_depended_on_deletes_are_refused);
     check!(paused_jobs_are_held_and_resume_per_their_misfire_policy);
     check!(group_and_node_pauses_hold_members_and_claims);
+    check!(a_failed_group_member_holds_the_group_until_it_succeeds_again);
+    check!(a_group_resume_releases_a_failure_hold);
+    check!(group_max_running_holds_under_concurrent_claimers);
     check!(cancel_requests_reach_the_node_running_the_run);
     check!(run_list_filters_newest_first);
     check!(run_list_pages_by_cursor_and_fire_time_range);
@@ -171,7 +174,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 44;
+pub const CHECKS: usize = 47;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -2660,6 +2663,216 @@ pub async fn group_and_node_pauses_hold_members_and_claims<S: Store>(store: S) {
             .is_empty(),
         "claims again"
     );
+}
+
+fn grouped(name: &str, group: &str) -> JobDef {
+    let mut j = every_minute(name);
+    j.group = Some(group.to_string());
+    j
+}
+
+/// Every run of `job`, oldest fire first.
+async fn runs_of<S: Store>(store: &S, job: JobId) -> Vec<Run> {
+    let mut runs = store
+        .run_list(&RunFilter {
+            job: Some(job),
+            limit: 1000,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    runs.reverse();
+    runs
+}
+
+/// A member whose run failed holds the group's next time point: every member's fire is
+/// recorded skipped, reason `group`, naming the member and its run, until that member runs
+/// again successfully (a trigger, which the hold does not stop); then the group runs again.
+pub async fn a_failed_group_member_holds_the_group_until_it_succeeds_again<S: Store>(store: S) {
+    let a = insert(&store, grouped("extract", "etl"))
+        .await
+        .id
+        .expect("id");
+    let b = insert(&store, grouped("load", "etl")).await.id.expect("id");
+    let free = insert(&store, every_minute("free")).await.id.expect("id");
+    let first = claim_all(&store, t0()).await;
+    assert_eq!(first.len(), 3);
+    let run_of = |job| {
+        first
+            .iter()
+            .find(|c| c.run.job_id == job)
+            .expect("claimed")
+            .run
+            .clone()
+    };
+    let failed_run = finish(&store, &run_of(a), failed(), at(10)).await;
+    assert_eq!(failed_run.state, RunState::Failed);
+    let ok = RunEvent::Succeeded { result_json: None };
+    finish(&store, &run_of(b), ok.clone(), at(10)).await;
+    finish(&store, &run_of(free), ok.clone(), at(10)).await;
+
+    let second = claim_all(&store, at(60)).await;
+    assert_eq!(
+        second.iter().map(|c| c.run.job_id).collect::<Vec<_>>(),
+        [free],
+        "only the job outside the held group runs"
+    );
+    let failed_id = failed_run.id.expect("id");
+    for job in [a, b] {
+        let runs = runs_of(&store, job).await;
+        let held = runs.last().expect("a run at 60");
+        assert_eq!(held.fire_time, at(60));
+        assert_eq!(held.state, RunState::Skipped);
+        assert_eq!(held.skip_reason, Some(SkipReason::Group));
+        let text = held.error.clone().unwrap_or_default();
+        assert!(
+            text.contains("member extract") && text.contains(&format!("run {failed_id}")),
+            "the skip names the member and its run: {text}"
+        );
+    }
+    let status = store.group_status("etl", at(61)).await.expect("status");
+    let hold = status.hold.expect("held");
+    assert_eq!((hold.member.as_str(), hold.run), ("extract", failed_id));
+    assert_eq!(status.members.len(), 2);
+    // The skips of the hold do not prolong it, and a failure still holds at the next point.
+    claim_all(&store, at(120)).await;
+    assert_eq!(
+        runs_of(&store, b).await.last().expect("run").skip_reason,
+        Some(SkipReason::Group)
+    );
+
+    // A trigger of the failed member runs (it is how the hold ends) and succeeds.
+    store
+        .job_set_next_fire(a, Some(at(180)), Some(at(150)))
+        .await
+        .expect("trigger");
+    let rerun = claim_all(&store, at(150)).await;
+    assert_eq!(rerun.len(), 1, "the trigger runs despite the hold");
+    assert_eq!(rerun[0].run.job_id, a);
+    finish(&store, &rerun[0].run, ok, at(155)).await;
+    assert!(
+        store
+            .group_status("etl", at(156))
+            .await
+            .expect("status")
+            .hold
+            .is_none()
+    );
+    let released = claim_all(&store, at(180)).await;
+    let mut jobs: Vec<JobId> = released.iter().map(|c| c.run.job_id).collect();
+    jobs.sort();
+    assert_eq!(jobs, [a, b, free], "the group runs again");
+}
+
+/// `takt group resume` releases a failure hold (failures finished by then hold nothing), with
+/// or without a pause of the group; a group neither paused nor held is NotFound. Group
+/// definitions refuse unknown groups and a zero limit.
+pub async fn a_group_resume_releases_a_failure_hold<S: Store>(store: S) {
+    let a = insert(&store, grouped("a", "line")).await.id.expect("id");
+    let b = insert(&store, grouped("b", "line")).await.id.expect("id");
+    let unknown = store
+        .group_set("nobody", Some(2))
+        .await
+        .expect_err("unknown group");
+    assert_eq!(unknown.kind(), StoreErrorKind::NotFound, "{unknown}");
+    let zero = store.group_set("line", Some(0)).await.expect_err("zero");
+    assert_eq!(zero.kind(), StoreErrorKind::Invalid, "{zero}");
+    let missing = store
+        .group_status("nobody", at(0))
+        .await
+        .expect_err("unknown");
+    assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+    let neither = store
+        .resume(&PauseTarget::Group("line".into()), at(1))
+        .await
+        .expect_err("neither paused nor held");
+    assert_eq!(neither.kind(), StoreErrorKind::NotFound, "{neither}");
+
+    let first = claim_all(&store, t0()).await;
+    for c in &first {
+        let event = if c.run.job_id == a {
+            RunEvent::TimedOut {
+                error: "slow".into(),
+            }
+        } else {
+            RunEvent::Succeeded { result_json: None }
+        };
+        finish(&store, &c.run, event, at(10)).await;
+    }
+    assert!(claim_all(&store, at(60)).await.is_empty(), "held");
+    // Paused as well: the resume ends both.
+    store
+        .pause(&PauseTarget::Group("line".into()), &pause_by("ops", at(70)))
+        .await
+        .expect("pause");
+    let listed = store.group_list(at(71)).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].pause.is_some() && listed[0].hold.is_some());
+    let resumed = store
+        .resume(&PauseTarget::Group("line".into()), at(100))
+        .await
+        .expect("resume");
+    let released = resumed.released.expect("the failure hold was released");
+    assert_eq!(released.member.as_str(), "a");
+    assert_eq!(released.state, RunState::TimedOut);
+    let status = store.group_status("line", at(101)).await.expect("status");
+    assert!(status.hold.is_none() && status.pause.is_none());
+    let mut jobs: Vec<JobId> = claim_all(&store, at(120))
+        .await
+        .iter()
+        .map(|c| c.run.job_id)
+        .collect();
+    jobs.sort();
+    assert_eq!(jobs, [a, b], "the group runs again after the resume");
+}
+
+/// A group's `max_running` counts its members' running runs on every node: two claimers at
+/// once start at most that many; the fires over it are stored pending (never skipped) and
+/// start, in claim order, as slots free.
+pub async fn group_max_running_holds_under_concurrent_claimers<S: Store + Clone>(store: S) {
+    let mut ids = Vec::new();
+    for name in ["m1", "m2", "m3", "m4", "m5"] {
+        ids.push(insert(&store, grouped(name, "press")).await.id.expect("id"));
+    }
+    let def = store.group_set("press", Some(2)).await.expect("set");
+    assert_eq!(def.max_running, Some(2));
+    let (x, y) = (store.clone(), store.clone());
+    let (cx, cy) = join(
+        x.run_claim_due(&claim("node-a", t0(), 10)),
+        y.run_claim_due(&claim("node-b", t0(), 10)),
+    )
+    .await;
+    let started: Vec<ClaimedRun> = cx
+        .expect("claim")
+        .into_iter()
+        .chain(cy.expect("claim"))
+        .collect();
+    assert_eq!(started.len(), 2, "at most max_running start");
+    let status = store.group_status("press", at(1)).await.expect("status");
+    assert_eq!((status.running, status.def.max_running), (2, Some(2)));
+    let mut waiting = Vec::new();
+    for id in &ids {
+        for r in runs_of(&store, *id).await {
+            assert_ne!(r.state, RunState::Skipped, "a full group never skips");
+            if r.state == RunState::Pending {
+                waiting.push(r.job_id);
+            }
+        }
+    }
+    assert_eq!(waiting.len(), 3, "the fires over the limit wait");
+    assert!(claim_all(&store, at(2)).await.is_empty(), "no slot yet");
+    let ok = RunEvent::Succeeded { result_json: None };
+    finish(&store, &started[0].run, ok.clone(), at(5)).await;
+    let next = claim_all(&store, at(6)).await;
+    assert_eq!(next.len(), 1, "one slot freed");
+    assert_eq!(
+        next[0].run.job_id, waiting[0],
+        "the first waiting run, in claim order"
+    );
+    assert_eq!(next[0].run.fire_time, t0());
+    // No limit: the rest start.
+    store.group_set("press", None).await.expect("unset");
+    assert_eq!(claim_all(&store, at(7)).await.len(), 2);
 }
 
 /// A cancel of a pending run cancels it at once and records who asked; a cancel of a running

@@ -36,6 +36,7 @@ use super::{
 };
 use crate::alert::{AlertDelivery, AlertKey};
 use crate::attempt::{Attempt, AttemptEnd};
+use crate::group::GroupDef;
 use crate::job::{JobDef, JobId, JobName, Priority};
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use crate::pause::{Hold, Pause, PauseKind};
@@ -153,6 +154,7 @@ enum Undo {
     Hold(JobId, Option<Hold>),
     Cancel(RunId, Option<CancelRequest>),
     Pause((PauseKind, String), Option<Pause>),
+    Group(String, Option<GroupDef>),
     Attempts(RunId, Option<Vec<Attempt>>),
     Session(InstanceId, Option<NodeSession>),
     Episode(AlertKey, Option<Episode>),
@@ -182,6 +184,8 @@ struct Inner {
     holds: BTreeMap<JobId, Hold>,
     /// Group and node pauses.
     pauses: BTreeMap<(PauseKind, String), Pause>,
+    /// Group definitions, by name.
+    groups: BTreeMap<String, GroupDef>,
     /// Cancel requests, per run; removed with the run.
     cancels: BTreeMap<RunId, CancelRequest>,
     /// Each run's attempts, by attempt number.
@@ -280,6 +284,14 @@ impl Inner {
                     }
                     None => {
                         self.pauses.remove(&key);
+                    }
+                },
+                Undo::Group(name, old) => match old {
+                    Some(d) => {
+                        self.groups.insert(name, d);
+                    }
+                    None => {
+                        self.groups.remove(&name);
                     }
                 },
                 Undo::Attempts(id, old) => match old {
@@ -1294,6 +1306,27 @@ impl Conn for MemoryConn<'_> {
             .pauses
             .iter()
             .map(|((k, n), p)| (*k, n.clone(), p.clone()))
+            .collect())
+    }
+
+    async fn group_get(&mut self, name: &str, _lock: bool) -> Res<Option<GroupDef>> {
+        // Transactions are serialised: nothing to lock.
+        Ok(self.inner.groups.get(name).cloned())
+    }
+
+    async fn group_put(&mut self, name: &str, def: &GroupDef) -> Res<()> {
+        let inner = &mut *self.inner;
+        let old = inner.groups.insert(name.to_string(), def.clone());
+        inner.journal(Undo::Group(name.to_string(), old));
+        Ok(())
+    }
+
+    async fn group_defs(&mut self) -> Res<Vec<(String, GroupDef)>> {
+        Ok(self
+            .inner
+            .groups
+            .iter()
+            .map(|(n, d)| (n.clone(), d.clone()))
             .collect())
     }
 

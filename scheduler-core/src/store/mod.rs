@@ -44,6 +44,7 @@ use jiff::Timestamp;
 
 use crate::alert::{AlertDelivery, AlertKey};
 use crate::attempt::Attempt;
+use crate::group::{GroupDef, GroupStatus};
 use crate::job::{JobDef, JobError, JobId, JobName};
 use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration};
 use crate::pause::{Pause, PauseTarget, Resumed};
@@ -909,6 +910,32 @@ pub trait Store: Send + Sync {
 
     /// Every pause: jobs' own (by id), then groups' and nodes' (by name).
     fn pause_list(&self) -> impl Future<Output = StoreResult<Vec<(PauseTarget, Pause)>>> + Send;
+
+    // ---- groups (see crate::group) -------------------------------------------------------
+
+    /// Every group — named by a job or defined — by name, with its members, definition,
+    /// running count, pause and failure hold as a fire at `now` would see it.
+    fn group_list(
+        &self,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<Vec<GroupStatus>>> + Send;
+
+    /// Group `name` as [`Store::group_list`] shows it; NotFound when no job is in it and no
+    /// definition names it.
+    fn group_status(
+        &self,
+        name: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = StoreResult<GroupStatus>> + Send;
+
+    /// Sets group `name`'s `max_running` (`None`: no limit), keeping the rest of its
+    /// definition; the definition stored. NotFound when no job is in the group and it has no
+    /// definition; Invalid for 0.
+    fn group_set(
+        &self,
+        name: &str,
+        max_running: Option<u32>,
+    ) -> impl Future<Output = StoreResult<GroupDef>> + Send;
 
     // ---- cancel anywhere -----------------------------------------------------------------
 

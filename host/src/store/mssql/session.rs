@@ -12,6 +12,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use takt_core::alert::{AlertDelivery, AlertKey};
 use takt_core::attempt::{Attempt, AttemptEnd};
+use takt_core::group::GroupDef;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
@@ -32,7 +33,7 @@ use super::rows::{
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
     HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow,
-    RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, corrupt, to_i64,
+    RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, corrupt, group_def, to_i64,
 };
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
@@ -175,6 +176,25 @@ impl MssqlConn<'_> {
     }
 
     /// The pauses of `only` (or every group and node), by kind then name.
+    /// A `job_groups` row (name, max_running, released_at).
+    fn group_of(&self, r: &tiberius::Row) -> takt_core::store::StoreResult<(String, GroupDef)> {
+        let c = Cells {
+            row: r,
+            shown: self.shown,
+            what: "a group",
+        };
+        let name = c.text_req(0)?;
+        let released = c
+            .instant(2)?
+            .map(|at| {
+                Timestamp::from_millisecond(at)
+                    .map_err(|e| corrupt(self.shown, &format!("group {name}"), "released_at", e))
+            })
+            .transpose()?;
+        let def = group_def(self.shown, &name, c.int(1)?, released)?;
+        Ok((name, def))
+    }
+
     async fn pauses(
         &mut self,
         only: Option<(PauseKind, &str)>,
@@ -1269,6 +1289,69 @@ impl Conn for MssqlConn<'_> {
 
     async fn pauses_list(&mut self) -> Res<Vec<(PauseKind, String, Pause)>> {
         self.pauses(None).await
+    }
+
+    async fn group_get(&mut self, name: &str, lock: bool) -> Res<Option<GroupDef>> {
+        // UPDLOCK, HOLDLOCK (no READPAST): a second claimer waits for the first to commit
+        // and then counts the runs it started.
+        let hint = if lock {
+            " WITH (UPDLOCK, HOLDLOCK)"
+        } else {
+            ""
+        };
+        let mut p = self.c.params();
+        let sql = format!(
+            "SELECT name, max_running, released_at FROM job_groups{hint} WHERE name = {}",
+            p.add(name.to_string())
+        );
+        let rows = self.c.rows("reading a group", &sql, &p).await?;
+        Ok(rows
+            .iter()
+            .map(|r| self.group_of(r).map(|(_, d)| d))
+            .next()
+            .transpose()?)
+    }
+
+    async fn group_put(&mut self, name: &str, def: &GroupDef) -> Res<()> {
+        let what = "defining a group";
+        let max = def.max_running.map(i64::from);
+        let released = def.released_at.map(Timestamp::as_millisecond);
+        let mut p = self.c.params();
+        let sql = format!(
+            "UPDATE job_groups SET max_running = {}, released_at = {} WHERE name = {}",
+            p.add(max),
+            p.at(released),
+            p.add(name.to_string())
+        );
+        if self.c.exec(what, &sql, &p).await? > 0 {
+            return Ok(());
+        }
+        let mut p = self.c.params();
+        let n = p.add(name.to_string());
+        let sql = format!(
+            "INSERT INTO job_groups (name, max_running, released_at) SELECT {n}, {}, {} \
+             WHERE NOT EXISTS (SELECT 1 FROM job_groups WITH (UPDLOCK, HOLDLOCK) WHERE name = {n})",
+            p.add(max),
+            p.at(released)
+        );
+        self.c.exec(what, &sql, &p).await?;
+        Ok(())
+    }
+
+    async fn group_defs(&mut self) -> Res<Vec<(String, GroupDef)>> {
+        let p = self.c.params();
+        let rows = self
+            .c
+            .rows(
+                "listing groups",
+                "SELECT name, max_running, released_at FROM job_groups ORDER BY name",
+                &p,
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| self.group_of(r))
+            .collect::<takt_core::store::StoreResult<_>>()?)
     }
 
     async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {

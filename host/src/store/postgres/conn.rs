@@ -14,6 +14,7 @@ use deadpool_postgres::{GenericClient, Object, Transaction};
 use jiff::Timestamp;
 use takt_core::alert::{AlertDelivery, AlertKey};
 use takt_core::attempt::{Attempt, AttemptEnd};
+use takt_core::group::GroupDef;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
@@ -33,7 +34,7 @@ use super::rows::{
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
     HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS,
-    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
+    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, group_def, to_i64,
 };
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
@@ -145,6 +146,21 @@ fn cancel_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<CancelRequest>
             )
         })?,
     })
+}
+
+fn group_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<(String, GroupDef)> {
+    let bad = read_err(shown, "a group");
+    let name: String = r.try_get(0).map_err(&bad)?;
+    let max: Option<i32> = r.try_get(1).map_err(&bad)?;
+    let released: Option<SystemTime> = r.try_get(2).map_err(&bad)?;
+    let released = released
+        .map(|t| {
+            Timestamp::from_millisecond(ms_of(t))
+                .map_err(|e| corrupt(shown, &format!("group {name}"), "released_at", e))
+        })
+        .transpose()?;
+    let def = group_def(shown, &name, max.map(i64::from), released)?;
+    Ok((name, def))
 }
 
 fn pause_of(r: &tokio_postgres::Row, shown: &str) -> StoreResult<(PauseKind, String, Pause)> {
@@ -1666,6 +1682,62 @@ impl Conn for PgConn<'_> {
             Ok(rows
                 .iter()
                 .map(|r| pause_of(r, s))
+                .collect::<StoreResult<_>>()?)
+        })
+    }
+
+    async fn group_get(&mut self, name: &str, lock: bool) -> Res<Option<GroupDef>> {
+        let s = self.shown;
+        // FOR UPDATE, not SKIP LOCKED: a second claimer must wait and then count the
+        // runs the first one started.
+        let sql = if lock {
+            "SELECT name, max_running, released_at FROM job_groups WHERE name = $1 FOR UPDATE"
+        } else {
+            "SELECT name, max_running, released_at FROM job_groups WHERE name = $1"
+        };
+        on!(self, |c| {
+            let rows = c
+                .query(sql, &[&name])
+                .await
+                .map_err(|e| pg(s, "reading a group", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| group_of(r, s).map(|(_, d)| d))
+                .next()
+                .transpose()?)
+        })
+    }
+
+    async fn group_put(&mut self, name: &str, def: &GroupDef) -> Res<()> {
+        let s = self.shown;
+        let max = def.max_running.map(i64::from);
+        let released = def.released_at.map(ts);
+        on!(self, |c| {
+            c.execute(
+                "INSERT INTO job_groups (name, max_running, released_at) \
+                 VALUES ($1, $2::bigint, $3) ON CONFLICT (name) DO UPDATE \
+                 SET max_running = EXCLUDED.max_running, released_at = EXCLUDED.released_at",
+                &[&name, &max, &released],
+            )
+            .await
+            .map_err(|e| pg(s, "defining a group", e))?;
+            Ok(())
+        })
+    }
+
+    async fn group_defs(&mut self) -> Res<Vec<(String, GroupDef)>> {
+        let s = self.shown;
+        on!(self, |c| {
+            let rows = c
+                .query(
+                    "SELECT name, max_running, released_at FROM job_groups ORDER BY name",
+                    &[],
+                )
+                .await
+                .map_err(|e| pg(s, "listing groups", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| group_of(r, s))
                 .collect::<StoreResult<_>>()?)
         })
     }

@@ -12,6 +12,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use takt_core::alert::{AlertDelivery, AlertKey};
 use takt_core::attempt::{Attempt, AttemptEnd};
+use takt_core::group::GroupDef;
 use takt_core::job::{JobDef, JobId, JobName};
 use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
@@ -29,7 +30,8 @@ use super::connect::{Db, sql_error};
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
     HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow,
-    RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, to_i64,
+    RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, group_def,
+    to_i64,
 };
 
 /// The store's connection for one store call.
@@ -74,6 +76,22 @@ impl Drop for SqliteConn<'_> {
 }
 
 // ---- conversions -------------------------------------------------------------------------
+
+/// A `job_groups` row read from SQLite (times in Unix ms).
+fn group_row(
+    path: &str,
+    name: &str,
+    max: Option<i64>,
+    released: Option<i64>,
+) -> StoreResult<GroupDef> {
+    let released = released
+        .map(|at| {
+            Timestamp::from_millisecond(at)
+                .map_err(|e| corrupt(path, &format!("group {name}"), "released_at", e))
+        })
+        .transpose()?;
+    group_def(path, name, max, released)
+}
 
 pub(super) fn ms(t: Timestamp) -> i64 {
     t.as_millisecond()
@@ -1400,6 +1418,58 @@ impl Conn for SqliteConn<'_> {
     }
 
     // ---- cancel requests ---------------------------------------------------------------
+
+    async fn group_get(&mut self, name: &str, _lock: bool) -> Res<Option<GroupDef>> {
+        // The claim's transaction is BEGIN IMMEDIATE: it holds the write lock already.
+        let path = self.path();
+        let row: Option<(Option<i64>, Option<i64>)> = self
+            .db
+            .conn
+            .prepare_cached("SELECT max_running, released_at FROM job_groups WHERE name = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(|e| sql_error(path, "reading a group", e))?;
+        Ok(row
+            .map(|(max, released)| group_row(path, name, max, released))
+            .transpose()?)
+    }
+
+    async fn group_put(&mut self, name: &str, def: &GroupDef) -> Res<()> {
+        self.db
+            .conn
+            .prepare_cached(
+                "INSERT INTO job_groups (name, max_running, released_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (name) DO UPDATE SET max_running = excluded.max_running, \
+                 released_at = excluded.released_at",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![name, def.max_running, opt_ms(def.released_at)])
+            })
+            .map_err(|e| sql_error(self.path(), "defining a group", e))?;
+        Ok(())
+    }
+
+    async fn group_defs(&mut self) -> Res<Vec<(String, GroupDef)>> {
+        let path = self.path();
+        let rows: Vec<(String, Option<i64>, Option<i64>)> = self
+            .db
+            .conn
+            .prepare_cached("SELECT name, max_running, released_at FROM job_groups ORDER BY name")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect()
+            })
+            .map_err(|e| sql_error(path, "listing groups", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, max, released)| {
+                let def = group_row(path, &name, max, released)?;
+                Ok((name, def))
+            })
+            .collect::<StoreResult<_>>()?)
+    }
 
     async fn cancel_insert(&mut self, request: &CancelRequest) -> Res<bool> {
         let n = self

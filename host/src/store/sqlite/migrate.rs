@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::new(9, "alerts", sql!("0009_alerts.sql")),
     Migration::new(10, "run_triggers", sql!("0010_run_triggers.sql")),
     Migration::new(11, "continuations", sql!("0011_continuations.sql")),
+    Migration::new(12, "job_groups", sql!("0012_job_groups.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

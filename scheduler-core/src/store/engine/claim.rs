@@ -22,12 +22,13 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::group::{Groups, Verdict, held_run};
 use super::{Conn, Dialect, Engine, Fail, NextFireMove, PendingDue, RETRY_PAUSES_MS, Retry};
 use super::{Session, depend, retrying};
 use crate::attempt::Attempt;
 use crate::job::{JobDef, JobId};
 use crate::pause::PauseKind;
-use crate::run::{Run, RunId, RunState};
+use crate::run::{Run, RunId, RunState, Trigger};
 use crate::store::backend::{
     add, advance, job_missing, outside_validity, run_changed, run_missing, trigger_of,
 };
@@ -110,10 +111,21 @@ async fn claim_once<D: Dialect>(
     tx.claim_begun(token).await?;
     let mut claimed = Vec::new();
     let mut handled: Vec<JobId> = Vec::new();
+    // Pending runs this claim looked at and left (a group at its limit, a queued run whose
+    // job got busy): asked for again, they would fill every round, so later rounds read
+    // past them.
+    let mut passed: Vec<RunId> = Vec::new();
+    let mut groups = Groups::default();
     while claimed.len() < p.limit {
         let need = p.limit - claimed.len();
         let fires = tx.claim_fires(p.now, need, &handled, &p.tags).await?;
-        let pending = tx.claim_pending(p.now, need, &p.tags).await?;
+        let want = need.saturating_add(passed.len());
+        let pending = tx.claim_pending(p.now, want, &p.tags).await?;
+        let more_pending = pending.len() >= want;
+        let pending: Vec<PendingDue> = pending
+            .into_iter()
+            .filter(|d| !passed.contains(&d.id))
+            .collect();
         let mut picks: Vec<(Key, Pick)> = Vec::with_capacity(fires.len() + pending.len());
         for job in fires {
             let (Some(id), Some(fire)) = (job.id, job.next_fire) else {
@@ -137,7 +149,7 @@ async fn claim_once<D: Dialect>(
             break;
         }
         picks.sort_by_key(|(k, _)| *k);
-        let exhausted = picks.len() < need;
+        let exhausted = picks.len() < need && !more_pending;
         picks.truncate(need);
 
         let mut moves = Vec::new();
@@ -164,18 +176,31 @@ async fn claim_once<D: Dialect>(
                         runs.push(Run::skipped(id, at, reason, None, p.now));
                     }
                     let trigger = Some(trigger_of(&job, fire, p.now));
+                    let manual = trigger == Some(Trigger::Manual);
                     match outside_validity(&job, fire, p.now) {
                         Some(skipped) => runs.push(Run { trigger, ..skipped }),
-                        // A job with dependencies: running, waiting or skipped (`depend.rs`).
-                        None if !job.dependencies.is_empty() => runs.push(Run {
-                            trigger,
-                            ..depend::fire_run(&mut tx, p, &job, fire, lease_until).await?
-                        }),
-                        None => runs.push(Run {
-                            trigger,
-                            ..p.new_run(id, fire, lease_until, &job.retry)
-                                .map_err(StoreError::from)?
-                        }),
+                        // A group held by a member's failure records the fire; one at its
+                        // limit stores it queued, for a claim after a slot frees.
+                        None => match groups.verdict(&mut tx, &job, fire, manual).await? {
+                            Verdict::Skip(h) => runs.extend(
+                                held_run(&job, fire, &h, p.now).map(|r| Run { trigger, ..r }),
+                            ),
+                            Verdict::Queue => runs.push(Run {
+                                trigger,
+                                ..Run::pending(id, fire, p.now)
+                            }),
+                            // A job with dependencies: running, waiting or skipped
+                            // (`depend.rs`).
+                            Verdict::Start if !job.dependencies.is_empty() => runs.push(Run {
+                                trigger,
+                                ..depend::fire_run(&mut tx, p, &job, fire, lease_until).await?
+                            }),
+                            Verdict::Start => runs.push(Run {
+                                trigger,
+                                ..p.new_run(id, fire, lease_until, &job.retry)
+                                    .map_err(StoreError::from)?
+                            }),
+                        },
                     }
                     job.next_fire = next;
                     fired.push((key, *job));
@@ -217,8 +242,9 @@ async fn claim_once<D: Dialect>(
         }
         // Pending runs after the fires: a queued run must see the runs this round started.
         for (key, id) in pendings {
-            if let Some(c) = claim_pending_run(&mut tx, p, id, lease_until, token).await? {
-                round.push((key, c));
+            match claim_pending_run(&mut tx, p, id, lease_until, token, &mut groups).await? {
+                Some(c) => round.push((key, c)),
+                None => passed.push(id),
             }
         }
         round.sort_by_key(|(k, _)| *k);
@@ -238,6 +264,7 @@ async fn claim_pending_run<C: Conn>(
     id: RunId,
     lease_until: jiff::Timestamp,
     token: i64,
+    groups: &mut Groups,
 ) -> Result<Option<ClaimedRun>, Fail> {
     let mut run = tx.run_get(id).await?.ok_or_else(|| run_missing(id))?;
     if run.state != RunState::Pending {
@@ -259,6 +286,10 @@ async fn claim_pending_run<C: Conn>(
             depend::Gate::Leave
         )
     {
+        return Ok(None);
+    }
+    // Its group's limit counts every node's running runs (stays pending when full).
+    if !groups.may_start(tx, &job).await? {
         return Ok(None);
     }
     let before = (run.state, run.attempt);

@@ -25,6 +25,7 @@ use jiff::Timestamp;
 use super::Fail;
 use crate::alert::{AlertDelivery, AlertKey};
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
+use crate::group::GroupDef;
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus, Registration};
 use crate::pause::{Hold, Pause, PauseKind};
@@ -511,6 +512,24 @@ pub trait Conn: Send {
 
     /// Every group and node pause, by kind then name.
     fn pauses_list(&mut self) -> impl Future<Output = Res<Vec<(PauseKind, String, Pause)>>> + Send;
+
+    // ---- groups ----------------------------------------------------------------------
+
+    /// The stored definition of group `name`, if any; with `lock`, *locked* for an update
+    /// inside a transaction, waiting for (not passing over) a claim that holds it (PostgreSQL
+    /// `FOR UPDATE`, SQL Server `UPDLOCK, HOLDLOCK`): the claim counts the group's running
+    /// runs under this lock.
+    fn group_get(
+        &mut self,
+        name: &str,
+        lock: bool,
+    ) -> impl Future<Output = Res<Option<GroupDef>>> + Send;
+
+    /// Writes the definition of group `name` (inserting or replacing its row).
+    fn group_put(&mut self, name: &str, def: &GroupDef) -> impl Future<Output = Res<()>> + Send;
+
+    /// Every stored group definition, by name.
+    fn group_defs(&mut self) -> impl Future<Output = Res<Vec<(String, GroupDef)>>> + Send;
 
     // ---- cancel requests -------------------------------------------------------------
 

@@ -26,6 +26,7 @@ pub mod continuation;
 mod depend;
 mod dialect;
 mod fail;
+mod group;
 mod pause;
 mod slot;
 
@@ -50,6 +51,7 @@ use super::{
 };
 use crate::alert::{AlertDelivery, AlertKey, clip, limits};
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
+use crate::group::{GroupDef, GroupStatus};
 use crate::job::{JobDef, JobId, JobName};
 use crate::node::{InstanceId, NodeSession, NodeStatus, Registered, Registration, registration};
 use crate::pause::{Pause, PauseTarget, Resumed};
@@ -839,6 +841,18 @@ impl<T: DialectStore> Store for T {
 
     async fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>> {
         self.engine().pause_list().await
+    }
+
+    async fn group_list(&self, now: Timestamp) -> StoreResult<Vec<GroupStatus>> {
+        self.engine().group_list(now).await
+    }
+
+    async fn group_status(&self, name: &str, now: Timestamp) -> StoreResult<GroupStatus> {
+        self.engine().group_status(name, now).await
+    }
+
+    async fn group_set(&self, name: &str, max_running: Option<u32>) -> StoreResult<GroupDef> {
+        self.engine().group_set(name, max_running).await
     }
 
     async fn run_cancel(&self, id: RunId, by: &str, now: Timestamp) -> StoreResult<CancelOutcome> {

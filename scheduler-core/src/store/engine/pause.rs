@@ -267,9 +267,17 @@ impl<D: Dialect> Engine<D> {
                     }
                 }
                 PauseTarget::Group(g) => {
+                    // A resume ends both holds of a group: the operator's pause and a
+                    // member's failure (the group's next time point runs again).
+                    out.released = super::group::release_hold(&mut tx, g, now).await?;
                     let Some(p) = tx.pause_get(PauseKind::Group, g).await? else {
+                        if out.released.is_some() {
+                            tx.commit().await?;
+                            return Ok(out);
+                        }
                         return Err(StoreError::not_found(format!(
-                            "group {g} is not paused; takt group list shows the paused groups"
+                            "group {g} is neither paused nor held by a failed member; takt \
+                             group list shows each group's state"
                         ))
                         .into());
                     };
