@@ -154,6 +154,7 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn run_children(&self, parent: RunId) -> BoxFut<'_, StoreResult<Vec<Run>>> {
         Box::pin(self.store().run_children(parent))
+    }
     fn run_attempts(&self, id: RunId) -> BoxFut<'_, StoreResult<Vec<Attempt>>> {
         Box::pin(self.store().run_attempts(id))
     }
