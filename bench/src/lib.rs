@@ -201,9 +201,8 @@ pub mod probe {
     use takt_core::pause::{Pause, PauseTarget, Resumed};
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
-        Backfilled, CancelOutcome, CancelRequest,
-        Capabilities, ClaimParams, ClaimedRun, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish,
-        Store, StoreResult,
+        Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
+        LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
     };
 
     /// Calls and time per method name.
@@ -472,13 +471,24 @@ pub mod probe {
         async fn pause_list(&self) -> StoreResult<Vec<(PauseTarget, Pause)>> {
             timed!(self, "pause_list", self.inner.pause_list())
         }
-        async fn group_list(&self, now: Timestamp) -> StoreResult<Vec<takt_core::group::GroupStatus>> {
+        async fn group_list(
+            &self,
+            now: Timestamp,
+        ) -> StoreResult<Vec<takt_core::group::GroupStatus>> {
             timed!(self, "group_list", self.inner.group_list(now))
         }
-        async fn group_status(&self, name: &str, now: Timestamp) -> StoreResult<takt_core::group::GroupStatus> {
+        async fn group_status(
+            &self,
+            name: &str,
+            now: Timestamp,
+        ) -> StoreResult<takt_core::group::GroupStatus> {
             timed!(self, "group_status", self.inner.group_status(name, now))
         }
-        async fn group_set(&self, name: &str, max_running: Option<u32>) -> StoreResult<takt_core::group::GroupDef> {
+        async fn group_set(
+            &self,
+            name: &str,
+            max_running: Option<u32>,
+        ) -> StoreResult<takt_core::group::GroupDef> {
             timed!(self, "group_set", self.inner.group_set(name, max_running))
         }
         async fn run_cancel(
@@ -578,7 +588,7 @@ pub mod probe {
         }
         async fn run_last_success_fire(
             &self,
-            job: takt_core::job::JobId,
+            job: JobId,
             before: Timestamp,
         ) -> StoreResult<Option<Timestamp>> {
             timed!(
