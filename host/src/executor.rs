@@ -916,6 +916,194 @@ mod tests {
         assert_eq!(exec.shared.permits.available_permits(), 1);
     }
 
+    // -----------------------------------------------------------------------------------------
+    // Thread reuse, with a plugin compiled into the test (no library to build).
+
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Condvar, Mutex};
+    use takt_plugin_api::sdk::{JobContext, Plugin};
+
+    /// Released by [`release_stubborn`]; the `stubborn` handler ignores its cancel flag until then.
+    static GATE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+    static STUBBORN_IN: AtomicBool = AtomicBool::new(false);
+
+    fn release_stubborn() {
+        *GATE.0.lock().unwrap() = true;
+        GATE.1.notify_all();
+    }
+
+    fn thread_name() -> String {
+        format!("{:?}", std::thread::current().id())
+    }
+
+    /// `where` answers the id of the OS thread it ran on; `stubborn` blocks until the test
+    /// releases it, whatever the host asks, then answers its thread id too.
+    fn plugin() -> PluginRef {
+        takt_plugin_api::static_plugin!(|| Plugin::new("pool")
+            .handler("where", "the thread it ran on", |_: &JobContext, (): ()| {
+                Ok(thread_name())
+            })
+            .handler(
+                "stubborn",
+                "ignores cancel until released",
+                |_: &JobContext, (): ()| {
+                    STUBBORN_IN.store(true, Ordering::SeqCst);
+                    let mut open = GATE.0.lock().unwrap();
+                    while !*open {
+                        open = GATE.1.wait(open).unwrap();
+                    }
+                    Ok(thread_name())
+                }
+            ))
+        .expect("a valid static plugin")
+    }
+
+    struct Quiet;
+    impl RunSink for Quiet {
+        fn log(&self, _: takt_plugin_api::abi::LogLevel, _: &str) {}
+        fn progress(&self, _: u64, _: u64, _: &str) {}
+    }
+
+    fn call(handler: &str, timeout: Option<Duration>) -> RunRequest {
+        RunRequest {
+            target: plugin().into(),
+            handler: handler.to_string(),
+            handler_type: format!("pool::{handler}"),
+            params_json: String::new(),
+            job_id: "1".into(),
+            job_name: "j".into(),
+            run_id: "1".into(),
+            attempt: 1,
+            fire_time: jiff::Timestamp::UNIX_EPOCH,
+            timeout,
+            not_before: None,
+        }
+    }
+
+    fn thread_of(report: &RunReport) -> String {
+        match &report.outcome {
+            Outcome::Succeeded { result_json } => serde_json::from_str(result_json).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Waits up to 10 s for `f`.
+    fn eventually(mut f: impl FnMut() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if f() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        f()
+    }
+
+    #[tokio::test]
+    async fn consecutive_runs_are_served_by_the_same_os_thread() {
+        let exec = Executor::new(ExecutorConfig {
+            capacity: 4,
+            ..ExecutorConfig::default()
+        });
+        let mut threads = std::collections::HashSet::new();
+        for _ in 0..20 {
+            let report = exec.run(call("where", None), Arc::new(Quiet)).await;
+            threads.insert(thread_of(&report));
+            // The answer is sent before the thread is back on the idle list; a run that
+            // comes in between would (rightly) get a new thread, so wait for it.
+            assert!(eventually(|| exec.shared.threads.idle() == 1));
+        }
+        assert_eq!(threads.len(), 1, "one thread served every run: {threads:?}");
+        assert_ne!(
+            threads.iter().next().unwrap(),
+            &thread_name(),
+            "not the caller's thread"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_idle_threads_kept_follow_the_capacity() {
+        let exec = Executor::new(ExecutorConfig {
+            capacity: 3,
+            ..ExecutorConfig::default()
+        });
+        // Twelve at once, three at a time (the capacity): never more than three threads wait
+        // for work afterwards, and the next runs reuse them.
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..12 {
+            let exec = exec.clone();
+            calls.spawn(async move { exec.run(call("where", None), Arc::new(Quiet)).await });
+        }
+        let mut threads = std::collections::HashSet::new();
+        while let Some(report) = calls.join_next().await {
+            threads.insert(thread_of(&report.unwrap()));
+        }
+        assert!(eventually(|| exec.shared.threads.idle() >= 1));
+        std::thread::sleep(Duration::from_millis(50));
+        let idle = exec.shared.threads.idle();
+        assert!(
+            (1..=3).contains(&idle),
+            "{idle} idle threads for capacity 3"
+        );
+        let next = thread_of(&exec.run(call("where", None), Arc::new(Quiet)).await);
+        assert!(
+            threads.contains(&next),
+            "the next run reuses a pooled thread"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_abandoned_thread_is_counted_and_replaced_without_losing_capacity() {
+        let exec = Executor::new(ExecutorConfig {
+            capacity: 1,
+            grace: Duration::from_millis(50),
+            ..ExecutorConfig::default()
+        });
+        // Warm the pool: the one thread that will be abandoned.
+        let first = thread_of(&exec.run(call("where", None), Arc::new(Quiet)).await);
+        assert!(eventually(|| exec.shared.threads.idle() == 1));
+
+        let report = exec
+            .run(
+                call("stubborn", Some(Duration::from_millis(50))),
+                Arc::new(Quiet),
+            )
+            .await;
+        assert!(STUBBORN_IN.load(Ordering::SeqCst));
+        assert!(
+            matches!(report.outcome, Outcome::TimedOut { stopped: false, .. }),
+            "{:?}",
+            report.outcome
+        );
+        let stats = exec.stats();
+        assert_eq!((stats.abandoned_total, stats.abandoned_alive), (1, 1));
+        assert_eq!(stats.running, 0, "the slot is free again");
+
+        // Capacity 1, its thread stuck inside the plugin: the next run still runs at once, on
+        // a new thread.
+        let began = Instant::now();
+        let replacement = thread_of(&exec.run(call("where", None), Arc::new(Quiet)).await);
+        assert!(began.elapsed() < Duration::from_secs(5));
+        assert_ne!(replacement, first, "not the abandoned thread");
+
+        // When the plugin finally returns, the gauge falls and the pool still keeps no more
+        // threads than the capacity.
+        release_stubborn();
+        assert!(eventually(|| exec.stats().abandoned_alive == 0));
+        assert_eq!(exec.stats().abandoned_total, 1);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            exec.shared.threads.idle(),
+            1,
+            "capacity 1 keeps one idle thread"
+        );
+        let after = thread_of(&exec.run(call("where", None), Arc::new(Quiet)).await);
+        assert!(
+            after == first || after == replacement,
+            "{after} is a pooled thread"
+        );
+    }
+
     #[test]
     fn clipping_respects_char_boundaries() {
         assert_eq!(clip("abc", 3), "abc");

@@ -5,12 +5,19 @@
 //! [`BATCH`] lines per [`Store::log_append`] and the latest progress with
 //! [`Store::run_progress`], and stops at [`LogForwarder::finish`]. Lines a plugin writes after
 //! that (an abandoned thread) go nowhere: the run's record is final.
+//!
+//! The flusher task is started by the run's first line or progress report, not with the run:
+//! most runs of a busy host write nothing, and a task spawned, woken and joined per run was a
+//! measurable part of a no-op run's cost (B3). A line still reaches the store while the run
+//! goes on, as before.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use takt_core::run::{Progress, RunId};
 use takt_core::store::{LogLevel, LogLine, Store};
 use takt_plugin_api::abi::LogLevel as AbiLevel;
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -25,13 +32,55 @@ enum Msg {
     Progress(Progress),
 }
 
-/// The sink side, handed to the executor.
-struct ChannelSink {
-    tx: mpsc::UnboundedSender<Msg>,
-    clock: Arc<dyn Clock>,
+/// Where the flusher is.
+enum Flusher {
+    /// Nothing written yet: the receiving end waits for the first message.
+    NotStarted(mpsc::UnboundedReceiver<Msg>),
+    /// Started by the first message; `finish` stops it and waits for its last write.
+    Running(oneshot::Sender<()>, JoinHandle<()>),
+    /// `finish` ran: later messages are dropped.
+    Finished,
 }
 
-impl RunSink for ChannelSink {
+/// The sink side, handed to the executor.
+struct ChannelSink<S> {
+    tx: mpsc::UnboundedSender<Msg>,
+    clock: Arc<dyn Clock>,
+    /// Set once the flusher runs, so that every later message is a plain channel send.
+    started: AtomicBool,
+    flusher: Mutex<Flusher>,
+    store: S,
+    run: RunId,
+    /// The runtime of the run's task: the sink is called on the plugin's thread.
+    runtime: Handle,
+}
+
+impl<S: Store + Clone + 'static> ChannelSink<S> {
+    fn send(&self, msg: Msg) {
+        if !self.started.load(Ordering::Acquire) {
+            let mut flusher = self.flusher.lock().unwrap_or_else(PoisonError::into_inner);
+            match std::mem::replace(&mut *flusher, Flusher::Finished) {
+                Flusher::NotStarted(rx) => {
+                    let (stop, stop_rx) = oneshot::channel();
+                    let task =
+                        self.runtime
+                            .spawn(flush_loop(self.store.clone(), self.run, rx, stop_rx));
+                    *flusher = Flusher::Running(stop, task);
+                    self.started.store(true, Ordering::Release);
+                }
+                other => *flusher = other,
+            }
+            if matches!(*flusher, Flusher::Finished) {
+                // The run is final: the line is dropped.
+                return;
+            }
+        }
+        // A send fails only after `finish`: the run is final, so the message is dropped.
+        let _ = self.tx.send(msg);
+    }
+}
+
+impl<S: Store + Clone + 'static> RunSink for ChannelSink<S> {
     fn log(&self, level: AbiLevel, message: &str) {
         let level = match level {
             AbiLevel::TRACE => LogLevel::Trace,
@@ -41,8 +90,7 @@ impl RunSink for ChannelSink {
             // ERROR, and levels a newer plugin API may add: keep the line, as an error.
             _ => LogLevel::Error,
         };
-        // A send fails only after `finish`: the run is final, so the line is dropped.
-        let _ = self.tx.send(Msg::Line(LogLine {
+        self.send(Msg::Line(LogLine {
             at: self.clock.now(),
             level,
             message: message.to_string(),
@@ -50,7 +98,7 @@ impl RunSink for ChannelSink {
     }
 
     fn progress(&self, done: u64, total: u64, note: &str) {
-        let _ = self.tx.send(Msg::Progress(Progress {
+        self.send(Msg::Progress(Progress {
             done,
             total,
             message: note.to_string(),
@@ -58,27 +106,44 @@ impl RunSink for ChannelSink {
     }
 }
 
-/// One run's forwarder: the sink for the executor plus the flusher task.
+/// The flusher's half, to stop it when the run ends.
+trait Stop: Send + Sync {
+    fn take(&self) -> Flusher;
+}
+
+impl<S: Store + Clone + 'static> Stop for ChannelSink<S> {
+    fn take(&self) -> Flusher {
+        let mut flusher = self.flusher.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *flusher, Flusher::Finished)
+    }
+}
+
+/// One run's forwarder: the sink for the executor, and the flusher once started.
 pub(crate) struct LogForwarder {
     sink: Arc<dyn RunSink>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
+    stop: Arc<dyn Stop>,
 }
 
 impl LogForwarder {
-    /// Starts the flusher for run `run`.
+    /// The forwarder of run `run`; call from within the tokio runtime that is to flush.
     pub(crate) fn start<S: Store + Clone + 'static>(
         store: S,
         run: RunId,
         clock: Arc<dyn Clock>,
     ) -> LogForwarder {
         let (tx, rx) = mpsc::unbounded_channel();
-        let (stop, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(flush_loop(store, run, rx, stop_rx));
+        let sink = Arc::new(ChannelSink {
+            tx,
+            clock,
+            started: AtomicBool::new(false),
+            flusher: Mutex::new(Flusher::NotStarted(rx)),
+            store,
+            run,
+            runtime: Handle::current(),
+        });
         LogForwarder {
-            sink: Arc::new(ChannelSink { tx, clock }),
-            stop,
-            task,
+            sink: sink.clone(),
+            stop: sink,
         }
     }
 
@@ -90,9 +155,15 @@ impl LogForwarder {
     /// Writes everything received so far and stops the flusher. Call after the executor
     /// returned and before the run's final state is recorded (progress needs a running run).
     pub(crate) async fn finish(self) {
-        let _ = self.stop.send(());
-        if let Err(e) = self.task.await {
-            tracing::warn!("run log flusher ended abnormally: {e}");
+        match self.stop.take() {
+            // Nothing was ever written; a message sent from now on is dropped.
+            Flusher::NotStarted(_) | Flusher::Finished => {}
+            Flusher::Running(stop, task) => {
+                let _ = stop.send(());
+                if let Err(e) = task.await {
+                    tracing::warn!("run log flusher ended abnormally: {e}");
+                }
+            }
         }
     }
 }
