@@ -458,8 +458,9 @@ fn init_migrate_and_run_speak_json() {
     );
     assert_eq!(m["version"], init["schema_version"], "{m}");
 
-    // Every stdout line of `takt run --json` is one event; the banner went to stderr.
-    let out = takt(&dir, &["run", "--for", "6s", "--json"]);
+    // Every stdout line of `takt run --json` is one event; the banner went to stderr. The
+    // hello job fires every 10 s: 12 s hold at least one of its runs.
+    let out = takt(&dir, &["run", "--for", "12s", "--json"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -489,5 +490,155 @@ fn init_migrate_and_run_speak_json() {
         .filter(|e| e["event"] == "run_started")
         .count();
     assert!(started >= 1, "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The worked example of seed 004 (`examples/seed-004/takt.toml`, issue 15 item 10) loads,
+/// syncs its six jobs and its group, schedules each as the seed describes, and runs: a
+/// triggered sync resolves its incremental window from its params templates.
+#[test]
+fn the_seed_004_example_runs() {
+    build_examples();
+    let dir = temp_dir("seed004");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/seed-004/takt.toml");
+    let db = dir.join("takt.db");
+    let takt_env = |args: &[&str]| {
+        let out = common::takt_command(&dir)
+            .env("TAKT_DB", &db)
+            .env("TAKT_PLUGIN_DIR", common::profile_dir())
+            .args(args)
+            .output()
+            .expect("takt runs");
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{args:?}\n{stdout}\n{stderr}");
+        stdout
+    };
+    let config = config.to_str().unwrap();
+    let started = takt_env(&["run", "--config", config, "--for", "1s"]);
+    assert!(
+        started.contains("6 added, 0 updated, 0 unchanged, 0 disabled"),
+        "{started}"
+    );
+
+    let jobs: serde_json::Value =
+        serde_json::from_str(&takt_env(&["job", "list", "--json"])).unwrap();
+    let job = |name: &str| {
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .unwrap_or_else(|| panic!("no job {name}: {jobs}"))
+            .clone()
+    };
+    let beijing = jiff::tz::TimeZone::get("Asia/Shanghai").unwrap();
+    let next = |name: &str| {
+        let t: jiff::Timestamp = job(name)["next_fire"].as_str().unwrap().parse().unwrap();
+        t.to_zoned_datetime(beijing.clone())
+    };
+    use jiff::civil::Weekday::{Saturday, Sunday, Wednesday};
+    let sync = next("sync-orders");
+    assert!(
+        !matches!(sync.weekday(), Saturday | Sunday)
+            && (6..=22).contains(&sync.hour())
+            && sync.minute() == 0,
+        "hourly on weekdays in 06:00-22:30: {sync}"
+    );
+    let weekly = next("weekly-report");
+    assert!(
+        matches!(weekly.weekday(), Wednesday | Saturday) && weekly.hour() == 9,
+        "Wednesday and Saturday at 09:00: {weekly}"
+    );
+    let credit = next("credit-score");
+    assert_eq!(
+        (credit.day(), credit.hour()),
+        (credit.days_in_month(), 20),
+        "the last day of the month at 20:00: {credit}"
+    );
+    assert_eq!(job("load")["dependencies"], serde_json::json!(["extract"]));
+    assert_eq!(job("load")["group"], "nightly-etl");
+    let groups: serde_json::Value =
+        serde_json::from_str(&takt_env(&["group", "list", "--json"])).unwrap();
+    assert!(
+        groups.to_string().contains("\"max_running\":1"),
+        "the group's limit is stored: {groups}"
+    );
+
+    // A triggered sync runs, its window resolved from the templates (no success yet: the
+    // default, the hour before its fire).
+    takt_env(&["job", "trigger", "sync-orders"]);
+    takt_env(&["run", "--config", config, "--for", "4s"]);
+    let runs: serde_json::Value =
+        serde_json::from_str(&takt_env(&["runs", "--job", "sync-orders", "--json"])).unwrap();
+    let run = &runs[0];
+    assert_eq!(run["state"], "succeeded", "{runs}");
+    let name = run["params_resolved"]["name"].as_str().unwrap_or_default();
+    assert!(
+        name.starts_with("sync 20") && name.contains(" .. ") && !name.contains("{{"),
+        "the resolved window: {run}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `takt job backfill --wait` follows the backfilled runs until they have all ended (the
+/// progress bar is hidden off a terminal) while a `takt run` beside it runs them, then says
+/// how they ended.
+#[test]
+fn backfill_waits_for_its_runs_to_end() {
+    build_examples();
+    let dir = temp_dir("backfill-wait");
+    let out = takt(&dir, &["init", "--dir", "."]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = takt(
+        &dir,
+        &[
+            "job",
+            "add",
+            "--name",
+            "bf",
+            "--handler",
+            "examples::hello",
+            "--every",
+            "1h",
+        ],
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let mut host = common::takt_command(&dir)
+        .args(["run", "--for", "40s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("takt run starts");
+    let now = jiff::Timestamp::now();
+    let from = (now - jiff::SignedDuration::from_hours(3)).to_string();
+    let to = now.to_string();
+    let mut backfill = common::takt_command(&dir)
+        .args([
+            "job", "backfill", "bf", "--from", &from, "--to", &to, "--wait", "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("takt job backfill starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(35);
+    while backfill.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = backfill.kill();
+            let _ = host.kill();
+            panic!("takt job backfill --wait did not return once its runs ended");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = backfill.wait_with_output().expect("output");
+    let _ = host.kill();
+    let _ = host.wait();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one json document");
+    assert_eq!(v["created"], 3, "three hourly fires in three hours: {v}");
+    assert_eq!(
+        v["ended"],
+        serde_json::json!({"succeeded": 3}),
+        "every backfilled run ended, and how: {v}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -412,7 +412,14 @@ fn build_apalis() -> bool {
 /// One apalis round in the child process; `mode` is `normal` or `setup` (see apalis-peer).
 fn apalis(dir: &TempDir, n: u64, mode: &str) -> (Sample, Value) {
     let out = Command::new(cargo())
-        .args(["run", "--release", "--quiet", "--bin", "b7-apalis", "--manifest-path"])
+        .args([
+            "run",
+            "--release",
+            "--quiet",
+            "--bin",
+            "b7-apalis",
+            "--manifest-path",
+        ])
         .arg(apalis_manifest())
         .args(["--", "--runs", &n.to_string(), "--mode", mode, "--db"])
         .arg(dir.file("apalis.db"))

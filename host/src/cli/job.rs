@@ -2,6 +2,7 @@
 //! store. Every subcommand takes `--json` and then prints one JSON document: the job (as
 //! `job show --json` does) after the change, or the list.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -89,6 +90,13 @@ pub(super) enum JobCmd {
         /// The most fires to create; a range with more is refused (not truncated).
         #[arg(long, default_value = "10000")]
         max: String,
+        /// After creating them, wait until every backfilled run of the range has ended,
+        /// showing a progress bar (the default when stderr is a terminal).
+        #[arg(long, conflicts_with = "no_wait")]
+        wait: bool,
+        /// Return once the runs are created, even on a terminal.
+        #[arg(long)]
+        no_wait: bool,
         #[command(flatten)]
         db: DbArg,
         #[command(flatten)]
@@ -676,6 +684,63 @@ fn load(store: &AnyStore, name: &str) -> Result<JobDef> {
     block_on(store.job_get_by_name(&key))??.ok_or_else(|| anyhow!("no job named \"{name}\""))
 }
 
+/// How often `takt job backfill --wait` reads the backfilled runs.
+const BACKFILL_POLL: Duration = Duration::from_millis(500);
+
+/// Waits until every backfilled run of `job` in [`from`, `to`) is final, drawing a progress
+/// bar on stderr (hidden when stderr is not a terminal), and returns how many ended in each
+/// state. The runs are read from the database, so the bar shows whichever node runs them;
+/// Ctrl-C ends the wait, never the backfill.
+fn follow_backfill(
+    store: &AnyStore,
+    job: JobId,
+    name: &str,
+    (from, to): (Timestamp, Timestamp),
+    fires: usize,
+) -> Result<std::collections::BTreeMap<&'static str, u64>> {
+    let filter = RunFilter {
+        job: Some(job),
+        fire_from: Some(from),
+        fire_to: Some(to),
+        // Every run of the range: at most one per fire of its schedule there.
+        limit: fires.max(1),
+        ..RunFilter::default()
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:40}] {pos}/{len} ended, {msg} ({elapsed}, eta {eta})",
+        )
+        .map_err(|e| anyhow!("internal error: the progress template: {e}"))?
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("backfill {name}"));
+    loop {
+        let runs = block_on(store.run_list(&filter))??;
+        let ours: Vec<_> = runs
+            .iter()
+            .filter(|r| r.trigger == Some(takt_core::run::Trigger::Backfill))
+            .collect();
+        let mut states = std::collections::BTreeMap::new();
+        for r in ours.iter().filter(|r| r.state.is_final()) {
+            *states.entry(r.state.name()).or_insert(0) += 1;
+        }
+        let done: u64 = states.values().sum();
+        let running = ours
+            .iter()
+            .filter(|r| r.state == takt_core::run::RunState::Running)
+            .count();
+        bar.set_length(ours.len() as u64);
+        bar.set_position(done);
+        bar.set_message(format!("{running} running"));
+        if done == ours.len() as u64 {
+            bar.finish_and_clear();
+            return Ok(states);
+        }
+        std::thread::sleep(BACKFILL_POLL);
+    }
+}
+
 pub(crate) fn job_json(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> Value {
     let params: Value = serde_json::from_str(&job.params_json).unwrap_or(Value::Null);
     json!({
@@ -871,6 +936,8 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
             from,
             to,
             max,
+            wait,
+            no_wait,
             db,
             out,
         } => {
@@ -882,25 +949,37 @@ pub(super) fn run(cmd: JobCmd) -> Result<()> {
             let id = job.id.context("stored job without id")?;
             let b = block_on(store.run_backfill(id, from, to, max, Timestamp::now()))?
                 .with_context(|| format!("cannot backfill job \"{name}\""))?;
+            let waits = wait || (!no_wait && !out.json && std::io::stderr().is_terminal());
+            let ended = if waits && b.created > 0 {
+                Some(follow_backfill(&store, id, &name, (from, to), b.fires)?)
+            } else {
+                None
+            };
             if out.json {
-                return outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&json!({
-                        "job": name,
-                        "from": from.to_string(),
-                        "to": to.to_string(),
-                        "fires": b.fires,
-                        "created": b.created,
-                        "present": b.present,
-                    }))?
-                );
+                let mut v = json!({
+                    "job": name,
+                    "from": from.to_string(),
+                    "to": to.to_string(),
+                    "fires": b.fires,
+                    "created": b.created,
+                    "present": b.present,
+                });
+                if let Some(states) = &ended {
+                    v["ended"] = json!(states);
+                }
+                return outln!("{}", serde_json::to_string_pretty(&v)?);
             }
             outln!(
                 "backfilled {name} [{from}, {to}): created {}, already present {}; a running \
                  `takt run` on this database runs them one at a time, oldest first",
                 b.created,
                 b.present
-            )
+            )?;
+            if let Some(states) = ended {
+                let parts: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+                outln!("backfill of {name} ended: {}", parts.join(", "))?;
+            }
+            Ok(())
         }
         JobCmd::Pause {
             name,
