@@ -1111,6 +1111,32 @@ pub async fn continuations_run_once_per_final_state<S: Store>(store: S) {
         "a cancelled run continues with nothing"
     );
 
+    // Failed by recovery (its node died, no retry left): as final as a finish, so on_failure
+    // starts, once.
+    store
+        .run_enqueue(parent_id, at(300), at(300))
+        .await
+        .expect("enqueue");
+    let run = claim_one(&store, "node-a", at(300)).await.run;
+    let recovered = store
+        .run_recover_expired(at(100_000), None)
+        .await
+        .expect("recover");
+    let lost = recovered
+        .iter()
+        .find(|r| r.id == run.id)
+        .expect("the expired lease is recovered");
+    assert_eq!(lost.state, RunState::Failed, "no retry left: {lost:?}");
+    let children = store
+        .run_children(run.id.expect("id"))
+        .await
+        .expect("children");
+    assert_eq!(
+        children.iter().map(|c| c.job_id).collect::<Vec<_>>(),
+        [alert.id.expect("id")],
+        "a run recovery failed continues with on_failure: {children:?}"
+    );
+
     assert_eq!(
         store
             .run_last_success_fire(parent_id, at(1000))

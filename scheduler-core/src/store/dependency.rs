@@ -51,8 +51,11 @@ const MAX_STEPS_BACK: usize = 64;
 /// `t` inside its validity window, or `None` (no schedule, or no such fire).
 pub fn period_fire(dep: &JobDef, t: Timestamp) -> Option<Timestamp> {
     let schedule = dep.schedule.as_ref()?;
-    // `prev_before` is exclusive: one second later includes `t` itself.
-    let mut before = t.checked_add(jiff::SignedDuration::from_secs(1)).ok()?;
+    // `prev_before` is exclusive and rounds up to the next whole second: one millisecond
+    // later includes `t` itself and nothing after it, also for a `t` with milliseconds (a
+    // continuation's fire time is its parent's finish), where one second later would round
+    // up to a fire after `t`.
+    let mut before = t.checked_add(jiff::SignedDuration::from_millis(1)).ok()?;
     // After the window closed, its last fire is the latest: search from the expiry.
     if let Some(until) = dep.expires_at {
         before = before.min(until);
@@ -409,6 +412,16 @@ mod tests {
         assert_eq!(
             period_fire(&a, t("2026-03-01T10:00:07Z")),
             Some(t("2026-03-01T10:00:00Z"))
+        );
+        // A fire time with milliseconds (a continuation's) is in the period that began before
+        // it, never in the one that begins at its next whole second.
+        assert_eq!(
+            period_fire(&a, t("2026-03-01T10:00:09.500Z")),
+            Some(t("2026-03-01T10:00:00Z"))
+        );
+        assert_eq!(
+            period_fire(&a, t("2026-03-01T10:00:10.000Z")),
+            Some(t("2026-03-01T10:00:10Z"))
         );
         let mut later = every_10s("b");
         later.effective_from = Some(t("2026-03-02T00:00:00Z"));

@@ -394,6 +394,12 @@ impl<D: Dialect> Engine<D> {
                     };
                     tx.attempt_end(id, attempt, &end).await?;
                 }
+                // A run recovery failed for good (its node died, no retry left) is as final
+                // as one its node finished: its on_failure continuations start, in this
+                // transaction, once (the (parent, job) key).
+                if stored.state.is_final() {
+                    continuation::continue_after(&mut tx, &stored).await?;
+                }
                 out.push(stored);
             }
             if !out.is_empty() {
