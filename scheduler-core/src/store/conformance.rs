@@ -141,6 +141,7 @@ where
     check!(unknown_dependencies_cycles_and_depended_on_deletes_are_refused);
     check!(paused_jobs_are_held_and_resume_per_their_misfire_policy);
     check!(group_and_node_pauses_hold_members_and_claims);
+    check!(a_paused_jobs_pending_runs_wait_for_its_resume);
     check!(a_failed_group_member_holds_the_group_until_it_succeeds_again);
     check!(a_group_resume_releases_a_failure_hold);
     check!(group_max_running_holds_under_concurrent_claimers);
@@ -174,7 +175,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 47;
+pub const CHECKS: usize = 48;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -2564,6 +2565,42 @@ pub async fn paused_jobs_are_held_and_resume_per_their_misfire_policy<S: Store>(
         .await
         .expect_err("no such job");
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+}
+
+/// A paused job's pending runs — a queued fire, a backfilled one, a continuation, a retry —
+/// wait for its resume like its fires: nothing of a paused job starts, and the loop is not
+/// woken for them (`next_due`).
+pub async fn a_paused_jobs_pending_runs_wait_for_its_resume<S: Store>(store: S) {
+    let mut job = manual("held-queue");
+    job.next_fire = None;
+    let id = insert(&store, job).await.id.expect("id");
+    let queued = store
+        .run_enqueue(id, at(10), at(10))
+        .await
+        .expect("enqueue");
+    store
+        .pause(&PauseTarget::Job(id), &pause_by("ops", at(11)))
+        .await
+        .expect("pause");
+    assert!(
+        claim_all(&store, at(600)).await.is_empty(),
+        "a paused job's queued run is not claimed"
+    );
+    assert_eq!(
+        store.next_due(&[]).await.expect("next_due"),
+        None,
+        "nothing due while the job is paused"
+    );
+    store
+        .resume(&PauseTarget::Job(id), at(700))
+        .await
+        .expect("resume");
+    let got = claim_all(&store, at(700)).await;
+    assert_eq!(
+        got.iter().map(|c| c.run.id).collect::<Vec<_>>(),
+        [queued.id],
+        "the queued run starts once the job is resumed"
+    );
 }
 
 /// A group pause holds every member, present and future (a job added to the group, or moved

@@ -685,11 +685,13 @@ impl Conn for MemoryConn<'_> {
                 .find(|(_, id)| inner.serves(*id, tags))
                 .map(|(fire, _)| *fire)
         });
+        // A held (paused) job's pending runs wait for its resume, like its fires.
         let enabled = |job: JobId| {
             inner
                 .jobs
                 .get(&job)
                 .is_some_and(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
+                && !inner.holds.contains_key(&job)
         };
         let retries = inner
             .retries
@@ -729,11 +731,13 @@ impl Conn for MemoryConn<'_> {
         tags: &[String],
     ) -> Res<Vec<PendingDue>> {
         let inner = &*self.inner;
+        // A held (paused) job's pending runs wait for its resume, like its fires.
         let enabled = |job: JobId| {
             inner
                 .jobs
                 .get(&job)
                 .filter(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
+                .filter(|_| !inner.holds.contains_key(&job))
         };
         let mut out = Vec::new();
         for &(at, id) in inner.retries.iter().take_while(|(at, _)| *at <= now) {

@@ -583,10 +583,12 @@ impl Conn for MssqlConn<'_> {
                   AND {jt}), \
                (SELECT MIN(r.next_attempt_at) FROM runs r, jobs j \
                 WHERE j.id = r.job_id AND r.state = N'pending' AND r.next_attempt_at IS NOT NULL \
-                  AND j.enabled = 1 AND {rt}), \
+                  AND j.enabled = 1 AND {rt} \
+                  AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id)), \
                (SELECT MIN(r.created_at) FROM runs r, jobs j \
                 WHERE j.id = r.job_id AND r.state = N'pending' AND r.next_attempt_at IS NULL AND j.enabled = 1 \
-                  AND {rt} AND NOT EXISTS (SELECT 1 FROM runs x \
+                  AND {rt} AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
+                  AND NOT EXISTS (SELECT 1 FROM runs x \
                                  WHERE x.job_id = r.job_id AND x.state = N'running'))"
         );
         let row = self.c.row(what, &sql, &p).await?;
@@ -665,6 +667,7 @@ impl Conn for MssqlConn<'_> {
              FROM runs r {}, jobs j \
              WHERE j.id = r.job_id AND r.state = N'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= {at} \
                AND j.enabled = 1 AND {tags} \
+               AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
                     (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = N'running')) \
              ORDER BY j.priority, COALESCE(r.next_attempt_at, r.created_at), r.id",

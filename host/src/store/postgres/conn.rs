@@ -361,10 +361,12 @@ async fn next_due_at(
                   AND (node_tag IS NULL OR node_tag = ANY($1))), \
                (SELECT MIN(r.next_attempt_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
                 WHERE r.state = 'pending' AND r.next_attempt_at IS NOT NULL AND j.enabled \
-                  AND (j.node_tag IS NULL OR j.node_tag = ANY($1))), \
+                  AND (j.node_tag IS NULL OR j.node_tag = ANY($1)) \
+                  AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id)), \
                (SELECT MIN(r.created_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
                 WHERE r.state = 'pending' AND r.next_attempt_at IS NULL AND j.enabled \
                   AND (j.node_tag IS NULL OR j.node_tag = ANY($1)) \
+                  AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                   AND NOT EXISTS (SELECT 1 FROM runs x \
                                   WHERE x.job_id = r.job_id AND x.state = 'running')))",
         )
@@ -430,6 +432,7 @@ async fn due_pending(
              FROM runs r JOIN jobs j ON j.id = r.job_id \
              WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= $1 \
                AND j.enabled AND (j.node_tag IS NULL OR j.node_tag = ANY($3)) \
+               AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
                     (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
              ORDER BY j.priority, COALESCE(r.next_attempt_at, r.created_at), r.id LIMIT $2 \

@@ -822,6 +822,7 @@ impl Conn for SqliteConn<'_> {
                  WHERE r.state = 'pending' AND COALESCE(r.next_attempt_at, r.created_at) <= ?1 \
                    AND j.enabled = 1 \
                    AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?3))) \
+                   AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                    AND (r.next_attempt_at IS NOT NULL OR NOT EXISTS \
                         (SELECT 1 FROM runs x WHERE x.job_id = r.job_id AND x.state = 'running')) \
                  ORDER BY j.priority, due_at, r.id LIMIT ?2",
@@ -1904,10 +1905,12 @@ impl SqliteConn<'_> {
                    SELECT MIN(r.next_attempt_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
                    WHERE r.state = 'pending' AND r.next_attempt_at IS NOT NULL AND j.enabled = 1 \
                      AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?1))) \
+                     AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                    UNION ALL \
                    SELECT MIN(r.created_at) FROM runs r JOIN jobs j ON j.id = r.job_id \
                    WHERE r.state = 'pending' AND r.next_attempt_at IS NULL AND j.enabled = 1 \
                      AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?1))) \
+                     AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                      AND NOT EXISTS (SELECT 1 FROM runs x \
                                      WHERE x.job_id = r.job_id AND x.state = 'running'))",
             )
