@@ -690,7 +690,8 @@ const BACKFILL_POLL: Duration = Duration::from_millis(500);
 /// Waits until every backfilled run of `job` in [`from`, `to`) is final, drawing a progress
 /// bar on stderr (hidden when stderr is not a terminal), and returns how many ended in each
 /// state. The runs are read from the database, so the bar shows whichever node runs them;
-/// Ctrl-C ends the wait, never the backfill.
+/// Ctrl-C ends the wait, never the backfill; a disabled or removed job ends it with an
+/// error (its runs would never start).
 fn follow_backfill(
     store: &AnyStore,
     job: JobId,
@@ -698,14 +699,6 @@ fn follow_backfill(
     (from, to): (Timestamp, Timestamp),
     fires: usize,
 ) -> Result<std::collections::BTreeMap<&'static str, u64>> {
-    let filter = RunFilter {
-        job: Some(job),
-        fire_from: Some(from),
-        fire_to: Some(to),
-        // Every run of the range: at most one per fire of its schedule there.
-        limit: fires.max(1),
-        ..RunFilter::default()
-    };
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -716,11 +709,38 @@ fn follow_backfill(
     );
     bar.set_prefix(format!("backfill {name}"));
     loop {
-        let runs = block_on(store.run_list(&filter))??;
-        let ours: Vec<_> = runs
-            .iter()
-            .filter(|r| r.trigger == Some(takt_core::run::Trigger::Backfill))
-            .collect();
+        // A backfill of a disabled or removed job would wait forever: say so and stop.
+        match block_on(store.job_get(job))?? {
+            None => bail!("job \"{name}\" was removed while its backfill ran"),
+            Some(j) if !j.enabled => bail!(
+                "job \"{name}\" is disabled: its backfilled runs wait until it is enabled \
+                 (takt job enable {name}); they are kept"
+            ),
+            Some(_) => {}
+        }
+        let paused = block_on(store.job_paused(job))??.is_some();
+        // Every run of the range, page by page (other runs, such as continuations, may
+        // share it).
+        let mut ours = Vec::new();
+        let mut filter = RunFilter {
+            job: Some(job),
+            fire_from: Some(from),
+            fire_to: Some(to),
+            limit: fires.clamp(1, 1000),
+            ..RunFilter::default()
+        };
+        loop {
+            let page = block_on(store.run_list(&filter))??;
+            let full = page.len() == filter.limit;
+            filter.before = page.last().and_then(takt_core::store::RunCursor::of);
+            ours.extend(
+                page.into_iter()
+                    .filter(|r| r.trigger == Some(takt_core::run::Trigger::Backfill)),
+            );
+            if !full || filter.before.is_none() {
+                break;
+            }
+        }
         let mut states = std::collections::BTreeMap::new();
         for r in ours.iter().filter(|r| r.state.is_final()) {
             *states.entry(r.state.name()).or_insert(0) += 1;
@@ -732,7 +752,11 @@ fn follow_backfill(
             .count();
         bar.set_length(ours.len() as u64);
         bar.set_position(done);
-        bar.set_message(format!("{running} running"));
+        bar.set_message(if paused {
+            "paused: the runs wait for takt job resume".to_string()
+        } else {
+            format!("{running} running")
+        });
         if done == ours.len() as u64 {
             bar.finish_and_clear();
             return Ok(states);

@@ -398,7 +398,7 @@ impl<D: Dialect> Engine<D> {
                 // as one its node finished: its on_failure continuations start, in this
                 // transaction, once (the (parent, job) key).
                 if stored.state.is_final() {
-                    continuation::continue_after(&mut tx, &stored).await?;
+                    continue_after(&mut tx, &stored).await?;
                 }
                 out.push(stored);
             }
