@@ -157,9 +157,22 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Conne
     }
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-        .map_err(|e| sql_error(&shown, "switching to WAL", e))?;
+    // Switching to WAL needs the file to itself for a moment, and SQLite answers SQLITE_BUSY
+    // at once (without the busy handler) while another connection is in the middle of its
+    // own open or migration: several hosts started together on a new file must wait their
+    // turn, up to the busy timeout, not fail.
+    let deadline = std::time::Instant::now() + options.busy_timeout;
+    let mode: String = loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)) {
+            Ok(mode) => break mode,
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(sql_error(&shown, "switching to WAL", e)),
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::other(format!(
             "the database {shown} refused WAL journaling (it stays in {mode} mode); put it on a \
