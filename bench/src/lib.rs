@@ -910,3 +910,117 @@ pub mod pg {
         }
     }
 }
+
+/// A minimal HTTP/1.1 client for timing takt's API and dashboard (B12, scale): one kept-alive
+/// connection, requests written by hand so that nothing but the server is measured.
+pub mod http {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// One kept-alive HTTP/1.1 connection.
+    pub struct Conn {
+        tcp: TcpStream,
+        buf: Vec<u8>,
+    }
+
+    impl Conn {
+        /// Connects to `addr` with Nagle off (each request is one small write).
+        pub async fn connect(addr: std::net::SocketAddr) -> Conn {
+            let tcp = TcpStream::connect(addr).await.expect("connect");
+            tcp.set_nodelay(true).expect("nodelay");
+            Conn {
+                tcp,
+                buf: Vec::new(),
+            }
+        }
+
+        /// Sends `req` and reads one response: its head (lower-cased) and body.
+        pub async fn send(&mut self, req: &str) -> (String, Vec<u8>) {
+            self.tcp.write_all(req.as_bytes()).await.expect("send");
+            self.buf.clear();
+            let mut chunk = vec![0u8; 1 << 20];
+            let (head_end, length) = loop {
+                let n = self.tcp.read(&mut chunk).await.expect("read");
+                assert!(n > 0, "the server closed the connection");
+                self.buf.extend_from_slice(&chunk[..n]);
+                if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .map_or(0, |v| v.trim().parse().expect("a length"));
+                    break (end + 4, length);
+                }
+            };
+            while self.buf.len() < head_end + length {
+                let n = self.tcp.read(&mut chunk).await.expect("read");
+                assert!(n > 0, "the server closed the connection");
+                self.buf.extend_from_slice(&chunk[..n]);
+            }
+            let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
+            (head, self.buf[head_end..head_end + length].to_vec())
+        }
+
+        /// A GET that must answer 200, with `cookie` sent when not empty.
+        pub async fn get_with(&mut self, path: &str, cookie: &str) -> Vec<u8> {
+            let cookie = if cookie.is_empty() {
+                String::new()
+            } else {
+                format!("Cookie: {cookie}\r\n")
+            };
+            let (head, body) = self
+                .send(&format!(
+                    "GET {path} HTTP/1.1\r\nHost: bench\r\n{cookie}\r\n"
+                ))
+                .await;
+            assert!(
+                head.to_ascii_lowercase().starts_with("http/1.1 200"),
+                "{path}: {head}"
+            );
+            body
+        }
+
+        pub async fn get(&mut self, path: &str) -> Vec<u8> {
+            self.get_with(path, "").await
+        }
+
+        /// Signs in to the dashboard as a loopback user of a host without tokens (the sign-in
+        /// form's nonce cookie and field, then the session cookie) and returns the cookies.
+        pub async fn sign_in(&mut self) -> String {
+            let (head, body) = self
+                .send("GET /ui/signin HTTP/1.1\r\nHost: bench\r\n\r\n")
+                .await;
+            let mut cookies = set_cookies(&head);
+            let body = String::from_utf8_lossy(&body);
+            let nonce = body
+                .split("name=\"nonce\" value=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .expect("the sign-in form has its nonce");
+            let form = format!("nonce={nonce}&next=%2Fui%2F&token=");
+            let (head, _) = self
+                .send(&format!(
+                    "POST /ui/signin HTTP/1.1\r\nHost: bench\r\nCookie: {}\r\n\
+                     Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+                    cookies.join("; "),
+                    form.len()
+                ))
+                .await;
+            assert!(head.starts_with("HTTP/1.1 303"), "sign-in: {head}");
+            cookies.extend(set_cookies(&head));
+            cookies.join("; ")
+        }
+    }
+
+    /// The `name=value` of every `Set-Cookie` of a response head.
+    pub fn set_cookies(head: &str) -> Vec<String> {
+        head.lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("set-cookie")
+                    .then(|| v.trim().split(';').next().unwrap_or("").to_string())
+            })
+            .filter(|c| !c.ends_with('='))
+            .collect()
+    }
+}

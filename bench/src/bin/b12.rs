@@ -20,14 +20,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
+use takt_bench::http::Conn;
 use takt_bench::{quantile, sorted};
 use takt_core::job::JobDef;
 use takt_core::store::Store;
 use takt_host::embed::HostBuilder;
 use takt_host::http::HttpConfig;
 use takt_host::store::{PgOptions, PgStore, SqliteOptions, SqliteStore};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 struct Args {
     runs: u64,
@@ -73,103 +72,6 @@ fn args() -> Args {
         }
     }
     a
-}
-
-/// One kept-alive HTTP/1.1 connection.
-struct Conn {
-    tcp: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    /// Sends `req` and reads one response: its head (lower-cased) and body.
-    async fn send(&mut self, req: &str) -> (String, Vec<u8>) {
-        self.tcp.write_all(req.as_bytes()).await.expect("send");
-        self.buf.clear();
-        let mut chunk = [0u8; 64 * 1024];
-        let (head_end, length) = loop {
-            let n = self.tcp.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "the server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .map_or(0, |v| v.trim().parse().expect("a length"));
-                break (end + 4, length);
-            }
-        };
-        while self.buf.len() < head_end + length {
-            let n = self.tcp.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "the server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
-        (head, self.buf[head_end..head_end + length].to_vec())
-    }
-
-    /// A GET that must answer 200, with `cookie` sent when not empty.
-    async fn get_with(&mut self, path: &str, cookie: &str) -> Vec<u8> {
-        let cookie = if cookie.is_empty() {
-            String::new()
-        } else {
-            format!("Cookie: {cookie}\r\n")
-        };
-        let (head, body) = self
-            .send(&format!(
-                "GET {path} HTTP/1.1\r\nHost: bench\r\n{cookie}\r\n"
-            ))
-            .await;
-        assert!(
-            head.to_ascii_lowercase().starts_with("http/1.1 200"),
-            "{path}: {head}"
-        );
-        body
-    }
-
-    async fn get(&mut self, path: &str) -> Vec<u8> {
-        self.get_with(path, "").await
-    }
-
-    /// Signs in to the dashboard as a loopback user of a host without tokens (the sign-in
-    /// form's nonce cookie and field, then the session cookie) and returns the cookies.
-    async fn sign_in(&mut self) -> String {
-        let (head, body) = self
-            .send("GET /ui/signin HTTP/1.1\r\nHost: bench\r\n\r\n")
-            .await;
-        let mut cookies = set_cookies(&head);
-        let body = String::from_utf8_lossy(&body);
-        let nonce = body
-            .split("name=\"nonce\" value=\"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-            .expect("the sign-in form has its nonce");
-        let form = format!("nonce={nonce}&next=%2Fui%2F&token=");
-        let (head, _) = self
-            .send(&format!(
-                "POST /ui/signin HTTP/1.1\r\nHost: bench\r\nCookie: {}\r\n\
-                 Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
-                cookies.join("; "),
-                form.len()
-            ))
-            .await;
-        assert!(head.starts_with("HTTP/1.1 303"), "sign-in: {head}");
-        cookies.extend(set_cookies(&head));
-        cookies.join("; ")
-    }
-}
-
-/// The `name=value` of every `Set-Cookie` of a response head.
-fn set_cookies(head: &str) -> Vec<String> {
-    head.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("set-cookie")
-                .then(|| v.trim().split(';').next().unwrap_or("").to_string())
-        })
-        .filter(|c| !c.ends_with('='))
-        .collect()
 }
 
 fn fill(db: &std::path::Path, runs: u64, jobs: u64) {
@@ -314,11 +216,7 @@ async fn measure<S: Store + Clone + 'static>(store: S, a: &Args) {
         .await
         .expect("host");
     let addr = host.http_addr().expect("api");
-    let mut conn = Conn {
-        tcp: TcpStream::connect(addr).await.expect("connect"),
-        buf: Vec::new(),
-    };
-    conn.tcp.set_nodelay(true).expect("nodelay");
+    let mut conn = Conn::connect(addr).await;
     // A cursor half-way into job-050's history.
     let mut cursor = String::new();
     let pages = (a.runs / a.jobs / 100 / 2).max(1);

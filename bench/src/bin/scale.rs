@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
+use takt_bench::http::Conn;
 use takt_bench::{Args, median_min_max, pg, quantile, remove_db, sorted, temp_db};
 use takt_core::job::{JobDef, JobId};
 use takt_core::node::InstanceId;
@@ -38,8 +39,6 @@ use takt_core::store::{ClaimParams, RunFinish, Store};
 use takt_host::embed::HostBuilder;
 use takt_host::http::HttpConfig;
 use takt_host::store::{PgOptions, PgStore, SqliteOptions, SqliteStore};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Counts the bytes currently allocated on the heap (requested sizes, not the allocator's
 /// rounding or its free lists: the resident set is reported next to it for those).
@@ -357,44 +356,6 @@ fn fmt_q(v: &[f64]) -> String {
     format!("{:.3} / {:.3}", quantile(&s, 0.5), quantile(&s, 0.9))
 }
 
-/// One kept-alive HTTP/1.1 connection (as in B12).
-struct Conn {
-    tcp: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    async fn get(&mut self, path: &str) -> usize {
-        let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n");
-        self.tcp.write_all(req.as_bytes()).await.expect("send");
-        self.buf.clear();
-        let mut chunk = vec![0u8; 1 << 20];
-        let (head_end, length) = loop {
-            let n = self.tcp.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "the server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
-                assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .expect("content-length")
-                    .trim()
-                    .parse()
-                    .expect("a length");
-                break (end + 4, length);
-            }
-        };
-        while self.buf.len() < head_end + length {
-            let n = self.tcp.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "the server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-        length
-    }
-}
-
 /// Times `GET path` `reps` times (after one untimed request); (median ms, min, max, bytes).
 async fn api<S: Store + Clone + 'static>(
     store: &S,
@@ -411,14 +372,10 @@ async fn api<S: Store + Clone + 'static>(
         .await
         .expect("host");
     let addr = host.http_addr().expect("api");
-    let mut conn = Conn {
-        tcp: TcpStream::connect(addr).await.expect("connect"),
-        buf: Vec::new(),
-    };
-    conn.tcp.set_nodelay(true).expect("nodelay");
+    let mut conn = Conn::connect(addr).await;
     let mut out = Vec::new();
     for path in paths {
-        let bytes = conn.get(path).await;
+        let bytes = conn.get(path).await.len();
         let mut samples = Vec::new();
         for _ in 0..reps {
             let t = Instant::now();
