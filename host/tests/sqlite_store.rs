@@ -275,7 +275,8 @@ fn migrations_applied_twice_are_a_noop() {
             (9, "alerts"),
             (10, "run_triggers"),
             (11, "continuations"),
-            (12, "job_groups")
+            (12, "job_groups"),
+            (13, "recurring_jobs")
         ]
     );
     assert_eq!(
@@ -295,6 +296,102 @@ fn migrations_applied_twice_are_a_noop() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("journal mode");
     assert_eq!(mode, "wal");
+}
+
+/// Migration 0013 classifies the jobs already stored as recurring or not from their schedule
+/// JSON as takt writes it (taken here from a current store, so a change to that JSON that
+/// breaks the migration's rule fails this test), and every write sets the column itself.
+#[test]
+fn the_recurring_column_is_written_and_backfilled_from_the_schedule() {
+    let dir = TempDir::new("recurring");
+    let utc = Zone::utc();
+    let cron = Rule::Cron(CronExpr::parse("*/5 * * * *").expect("cron"));
+    let every = Rule::Interval(Interval::new(90, None).expect("interval"));
+    let calendar = Rule::Calendar(
+        CalendarRule::parse("weekly mon-fri every 1h between 06:00-22:30").expect("calendar"),
+    );
+    let once = Rule::Once("2026-06-01T10:00:00Z".parse().expect("instant"));
+    let jobs = [
+        ("cron", Some(Schedule::new(cron, utc.clone()))),
+        ("every", Some(Schedule::new(every, utc.clone()))),
+        ("calendar", Some(Schedule::new(calendar, utc.clone()))),
+        (
+            "once",
+            Some(Schedule::new(
+                once,
+                Zone::get("Europe/Berlin").expect("zone"),
+            )),
+        ),
+        ("triggered", None),
+    ];
+    let expected = [
+        ("calendar", 1),
+        ("cron", 1),
+        ("every", 1),
+        ("once", 0),
+        ("triggered", 0),
+    ];
+    let fresh_path = dir.file("fresh.db");
+    let fresh = open(&fresh_path);
+    for (name, schedule) in &jobs {
+        let mut job = JobDef::new(name, "a::b").expect("job");
+        job.schedule = schedule.clone();
+        block_on(fresh.job_insert(&job, Timestamp::now())).expect("insert");
+    }
+    let read = |path: &Path| -> Vec<(String, Option<String>, i64)> {
+        let conn = rusqlite::Connection::open(path).expect("raw open");
+        let mut stmt = conn
+            .prepare("SELECT name, schedule_json, recurring FROM jobs ORDER BY name")
+            .expect("prepare");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    };
+    let written = read(&fresh_path);
+    let classes = |rows: &[(String, Option<String>, i64)]| -> Vec<(String, i64)> {
+        rows.iter().map(|(n, _, r)| (n.clone(), *r)).collect()
+    };
+    let want: Vec<(String, i64)> = expected.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+    assert_eq!(classes(&written), want, "as written: {written:?}");
+    // An update that changes the kind changes the column.
+    let mut cron = block_on(fresh.job_get_by_name(&JobName::new("cron").expect("name")))
+        .expect("read")
+        .expect("job");
+    cron.schedule = Some(Schedule::new(
+        Rule::Once("2026-06-01T10:00:00Z".parse().expect("instant")),
+        utc,
+    ));
+    block_on(fresh.job_update(&cron, Timestamp::now())).expect("update");
+    assert_eq!(
+        read(&fresh_path)[1].2,
+        0,
+        "a cron made one-off is no longer recurring"
+    );
+    drop(fresh);
+
+    let old_path = dir.file("old.db");
+    {
+        let conn = rusqlite::Connection::open(&old_path).expect("raw open");
+        for m in &MIGRATIONS[..12] {
+            conn.execute_batch(m.sql)
+                .expect("the migrations before 0013");
+        }
+        for (name, schedule, _) in &written {
+            conn.execute(
+                "INSERT INTO jobs (name, handler_type, schedule_json, updated_at) \
+                 VALUES (?1, 'a::b', ?2, 0)",
+                rusqlite::params![name, schedule],
+            )
+            .expect("a row of the old version");
+        }
+    }
+    drop(open(&old_path));
+    assert_eq!(
+        classes(&read(&old_path)),
+        want,
+        "as the migration classified them"
+    );
 }
 
 /// A database made by a takt that knew only 0001 (with a job and a run in it) is brought to
@@ -350,7 +447,11 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
             _ => None,
         })
         .collect();
-    assert_eq!(started, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], "{events:?}");
+    assert_eq!(
+        started,
+        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+        "{events:?}"
+    );
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
         .expect("read")
         .expect("the old job is still there");

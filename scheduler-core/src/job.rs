@@ -504,6 +504,19 @@ impl JobDef {
         self.validity_at(now) == Validity::Expired
     }
 
+    /// Whether the job's fires come from a recurring schedule (cron, calendar, interval) —
+    /// what the claim's fairness rule favours ([`crate::store::ClaimParams`]): a recurring
+    /// job fires at most once per claim and again on its schedule, so giving its fires the
+    /// first places cannot starve anything for long, while a backlog of one-off fires
+    /// (`at`, a job with no schedule that was triggered) can be any size. Stored beside the
+    /// job (the SQL stores' `recurring` column) so the due queries can read the recurring
+    /// fires alone from an index.
+    pub fn is_recurring(&self) -> bool {
+        self.schedule
+            .as_ref()
+            .is_some_and(|s| !matches!(s.rule(), crate::schedule::Rule::Once(_)))
+    }
+
     /// **The one next-fire function**: the first firing occurrence of the job's schedule
     /// strictly after `after` that lies inside its validity window (DST-gap skips passed
     /// over, bounded), or `None` (no schedule, the schedule ended, or the window closed).

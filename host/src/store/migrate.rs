@@ -48,6 +48,7 @@ macro_rules! server_migrations {
             $crate::store::migrate::Migration::new(9, "run_triggers", $crate::store::migrate::server_migrations!(@file $dir, "0009_run_triggers.sql")),
             $crate::store::migrate::Migration::new(10, "continuations", $crate::store::migrate::server_migrations!(@file $dir, "0010_continuations.sql")),
             $crate::store::migrate::Migration::new(11, "job_groups", $crate::store::migrate::server_migrations!(@file $dir, "0011_job_groups.sql")),
+            $crate::store::migrate::Migration::new(12, "recurring_jobs", $crate::store::migrate::server_migrations!(@file $dir, "0012_recurring_jobs.sql")),
         ]
     };
     (@file $dir:literal, $file:literal) => {

@@ -24,6 +24,14 @@ pub(crate) const JOB_COLUMNS: &str = "id, name, group_name, handler_type, params
      misfire, overlap, priority, dependencies, node_tag, application, owner, description, \
      isolation, next_fire, version, updated_at, on_success, on_failure";
 
+/// The columns a job's insert and update write: [`JOB_COLUMNS`], then `recurring` — whether
+/// the schedule recurs ([`JobDef::is_recurring`]), derived from the definition at every write
+/// and never read back: it exists so the claim's fairness rule can read the due recurring
+/// jobs alone from an index (`jobs_claim_recurring`). The values are [`JobRow`]'s fields in
+/// this order.
+pub(crate) static JOB_WRITE_COLUMNS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{JOB_COLUMNS}, recurring"));
+
 /// The columns of `runs`, in the order [`RunRow`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "id, job_id, fire_time, state, attempt, created_at, started_at, \
      finished_at, node_id, lease_expires_at, error, result_json, elapsed_ms, progress_done, \
@@ -85,6 +93,8 @@ pub(crate) struct JobRow {
     /// JSON arrays of job names.
     pub(crate) on_success: String,
     pub(crate) on_failure: String,
+    /// Written only ([`JOB_WRITE_COLUMNS`]); `false` in a row read back.
+    pub(crate) recurring: bool,
 }
 
 impl JobRow {
@@ -329,6 +339,7 @@ impl JobRow {
             })
         };
         Ok(JobRow {
+            recurring: job.is_recurring(),
             on_success: names("on_success", &job.on_success)?,
             on_failure: names("on_failure", &job.on_failure)?,
             id: job.id.map_or(0, |id| id.0),

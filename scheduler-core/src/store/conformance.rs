@@ -124,6 +124,7 @@ where
     check!(concurrent_claimers_never_share_a_fire if concurrent_claims);
     check!(disabled_jobs_are_not_claimed);
     check!(claim_orders_by_priority_then_due_time);
+    check!(recurring_fires_get_half_of_a_full_claim);
     check!(finish_is_conditional);
     check!(retry_requeues_and_is_claimable_only_when_due);
     check!(lease_expiry_recovery_fails_then_retries_per_policy);
@@ -175,7 +176,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 48;
+pub const CHECKS: usize = 49;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -1760,6 +1761,102 @@ pub async fn claim_orders_by_priority_then_due_time<S: Store>(store: S) {
     );
     let rest = claim_all(&store, at(30)).await;
     assert_eq!(names(rest), ["mid-late", "low"]);
+}
+
+/// The fairness rule: a claim with more due than its room gives at least half the room to
+/// fires of recurring jobs (in claim order among themselves), the rest in claim order; a
+/// backlog of older one-off fires does not hold an every-second cron back. What an edit
+/// makes of a job's schedule decides which it is; a claim that sees everything due takes it
+/// in plain claim order; `job_due` lists every fire such a claim may take.
+pub async fn recurring_fires_get_half_of_a_full_claim<S: Store>(store: S) {
+    let once = |name: &str, due: i64| {
+        let mut j = manual(name).with_schedule(Schedule::new(Rule::Once(at(due)), Zone::utc()));
+        j.next_fire = Some(at(due));
+        j
+    };
+    let every_second = |name: &str| {
+        let rule = Rule::Cron(CronExpr::parse("* * * * * *").expect("cron"));
+        let mut j = manual(name).with_schedule(Schedule::new(rule, Zone::utc()));
+        j.next_fire = Some(at(10));
+        j
+    };
+    // Edited from one kind to the other before anything is claimed: the edit decides.
+    let shifty = insert(&store, every_second("shifty")).await;
+    let turned = insert(&store, once("turned", 50)).await;
+    let mut edit = once("shifty", 9);
+    edit.id = shifty.id;
+    edit.version = shifty.version;
+    store
+        .job_update(&edit, t0())
+        .await
+        .expect("cron to one-off");
+    let mut edit = every_second("turned");
+    edit.id = turned.id;
+    edit.version = turned.version;
+    store
+        .job_update(&edit, t0())
+        .await
+        .expect("one-off to cron");
+    for i in 0..6 {
+        insert(&store, once(&format!("once-{i}"), i)).await;
+    }
+    for name in ["cron-a", "cron-b", "cron-c"] {
+        insert(&store, every_second(name)).await;
+    }
+    let mut urgent = once("urgent", 8);
+    urgent.priority = Priority::new(10).expect("priority");
+    insert(&store, urgent).await;
+    let names = |c: Vec<ClaimedRun>| -> Vec<String> {
+        c.into_iter().map(|c| c.job.name.to_string()).collect()
+    };
+
+    let due: Vec<String> = store
+        .job_due(at(10), 4, &[])
+        .await
+        .expect("due")
+        .into_iter()
+        .map(|d| d.name.to_string())
+        .collect();
+    assert_eq!(
+        due,
+        [
+            "urgent", "once-0", "once-1", "once-2", "turned", "cron-a", "cron-b", "cron-c"
+        ],
+        "the first four in claim order, then the recurring ones a full claim may take"
+    );
+    let first = store
+        .run_claim_due(&claim("node-a", at(10), 4))
+        .await
+        .expect("claim");
+    assert_eq!(
+        names(first),
+        ["urgent", "once-0", "turned", "cron-a"],
+        "half the room to recurring fires, priority first within each part"
+    );
+    let second = store
+        .run_claim_due(&claim("node-a", at(10), 4))
+        .await
+        .expect("claim");
+    assert_eq!(
+        names(second),
+        ["once-1", "once-2", "cron-b", "cron-c"],
+        "the displaced one-offs stay due"
+    );
+    let third = store
+        .run_claim_due(&claim("node-a", at(10), 4))
+        .await
+        .expect("claim");
+    assert_eq!(
+        names(third),
+        ["once-3", "once-4", "once-5", "shifty"],
+        "no recurring fire is due: the room goes to the rest in claim order"
+    );
+    let rest = claim_all(&store, at(10)).await;
+    assert!(
+        rest.is_empty(),
+        "everything due was claimed once: {:?}",
+        names(rest)
+    );
 }
 
 /// A finish applies only to the running attempt; a second finish, a wrong attempt or a

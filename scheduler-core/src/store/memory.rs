@@ -28,8 +28,8 @@ use jiff::Timestamp;
 use super::access::{ApiToken, NewToken, OperatorAction};
 use super::backend::recovery_event;
 use super::engine::{
-    Checkout, Conn, Dialect, DialectStore, Engine, FinishWrite, NextFireMove, PendingDue, Res,
-    Session, Slot,
+    Checkout, Conn, Dialect, DialectStore, DueSet, Engine, FinishWrite, NextFireMove, PendingDue,
+    Res, Session, Slot,
 };
 use super::{
     CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, StoreError, serves,
@@ -207,6 +207,9 @@ struct Inner {
     // ---- indexes (see the module docs) ----
     /// Enabled jobs with a next fire: priority → (next fire, id).
     fires: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
+    /// The same for the jobs with a recurring schedule alone (the claim's fairness rule
+    /// reads them apart, [`super::engine::DueSet::Recurring`]).
+    recurring: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
     names: BTreeMap<JobName, JobId>,
     /// Pending runs with a retry time: (next attempt, id).
     retries: BTreeSet<(Timestamp, RunId)>,
@@ -335,16 +338,19 @@ impl Inner {
         if !job.enabled {
             return;
         }
-        if add {
-            self.fires
-                .entry(job.priority)
-                .or_default()
-                .insert((fire, id));
-        } else if let Some(set) = self.fires.get_mut(&job.priority) {
-            set.remove(&(fire, id));
-            if set.is_empty() {
-                self.fires.remove(&job.priority);
+        let index = |by: &mut BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>| {
+            if add {
+                by.entry(job.priority).or_default().insert((fire, id));
+            } else if let Some(set) = by.get_mut(&job.priority) {
+                set.remove(&(fire, id));
+                if set.is_empty() {
+                    by.remove(&job.priority);
+                }
             }
+        };
+        index(&mut self.fires);
+        if job.is_recurring() {
+            index(&mut self.recurring);
         }
     }
 
@@ -484,9 +490,14 @@ impl Inner {
         limit: usize,
         skip: &[JobId],
         tags: &[String],
+        due: DueSet,
     ) -> Vec<JobId> {
         let mut out = Vec::new();
-        for set in self.fires.values() {
+        let index = match due {
+            DueSet::All => &self.fires,
+            DueSet::Recurring => &self.recurring,
+        };
+        for set in index.values() {
             for &(_, id) in set.iter().take_while(|(fire, _)| *fire <= now) {
                 if skip.contains(&id) || !self.serves(id, tags) {
                     continue;
@@ -664,10 +675,11 @@ impl Conn for MemoryConn<'_> {
         now: Timestamp,
         limit: usize,
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<DueJob>> {
         let inner = &*self.inner;
         Ok(inner
-            .due_fires(now, limit, &[], tags)
+            .due_fires(now, limit, &[], tags, set)
             .into_iter()
             .filter_map(|id| {
                 let (running, pending) = inner.counts(id);
@@ -715,10 +727,11 @@ impl Conn for MemoryConn<'_> {
         limit: usize,
         exclude: &[JobId],
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<JobDef>> {
         let inner = &*self.inner;
         Ok(inner
-            .due_fires(now, limit, exclude, tags)
+            .due_fires(now, limit, exclude, tags, set)
             .into_iter()
             .filter_map(|id| inner.jobs.get(&id).cloned())
             .collect())
@@ -1472,6 +1485,7 @@ mod tests {
                 fresh.put_run(run.clone());
             }
             assert_eq!(self.fires, fresh.fires, "fires index");
+            assert_eq!(self.recurring, fresh.recurring, "recurring fires index");
             assert_eq!(self.names, fresh.names, "names index");
             assert_eq!(self.retries, fresh.retries, "retries index");
             assert_eq!(self.queued, fresh.queued, "queued index");

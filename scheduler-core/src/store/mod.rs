@@ -623,8 +623,12 @@ pub trait Store: Send + Sync {
 
     /// Up to `limit` enabled jobs a node serving `tags` may run ([`serves`]) whose next fire
     /// is at or before `now`, in claim order (priority, then next fire, then id), each with its
-    /// running and pending run counts. One indexed query in SQL: the loop's cost per pass
-    /// depends on what is due, not on how many jobs exist.
+    /// running and pending run counts; when more are due than `limit`, followed by up to
+    /// `limit` further due jobs with a recurring schedule ([`JobDef::is_recurring`]), in claim
+    /// order: every fire a claim of `limit` may take under its fairness rule
+    /// ([`Store::run_claim_due`]), so that each goes through the loop's misfire and overlap
+    /// decisions first. Indexed queries in SQL: the loop's cost per pass depends on what is
+    /// due, not on how many jobs exist.
     fn job_due(
         &self,
         now: Timestamp,
@@ -659,6 +663,11 @@ pub trait Store: Send + Sync {
     ///
     /// Two concurrent claimers never get the same (job, fire time), and one call advances a
     /// job's next fire at most once.
+    ///
+    /// Fairness: candidates are taken in claim order (priority, due time, id), except that
+    /// when more is due than `limit`, at least half of it (rounded up) goes to fires of
+    /// recurring jobs ([`JobDef::is_recurring`]) if that many are due. A backlog of one-off
+    /// fires, triggered runs or retries therefore never holds a recurring schedule back.
     fn run_claim_due(
         &self,
         params: &ClaimParams,

@@ -62,6 +62,7 @@ pub(super) fn job_of(r: &Row, shown: &str) -> StoreResult<JobDef> {
         updated_at: c.instant_req(24)?,
         on_success: c.text_req(25)?,
         on_failure: c.text_req(26)?,
+        recurring: false,
     }
     .into_job(shown)
 }
@@ -111,7 +112,7 @@ pub(super) fn i32_of(v: i64, what: &str) -> StoreResult<i32> {
     })
 }
 
-/// Adds a job's columns after `id` (in `JOB_COLUMNS` order) to `p`; their placeholders.
+/// Adds a job's columns after `id` (in `JOB_WRITE_COLUMNS` order) to `p`; their placeholders.
 pub(super) fn job_params(p: &mut Params, r: JobRow) -> StoreResult<Vec<String>> {
     Ok(vec![
         p.add(r.name),
@@ -140,6 +141,7 @@ pub(super) fn job_params(p: &mut Params, r: JobRow) -> StoreResult<Vec<String>> 
         p.at(Some(r.updated_at)),
         p.add(r.on_success),
         p.add(r.on_failure),
+        p.add(r.recurring),
     ])
 }
 

@@ -18,7 +18,7 @@ use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
-    Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
+    Conn, DueSet, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
 use takt_core::store::{
     CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreErrorKind,
@@ -32,8 +32,9 @@ use super::rows::{
 };
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
-    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow,
-    RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, corrupt, group_def, to_i64,
+    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JOB_WRITE_COLUMNS, JobRow, NODE_COLUMNS, NodeRow,
+    PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, corrupt,
+    group_def, to_i64,
 };
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
@@ -412,7 +413,7 @@ impl Conn for MssqlConn<'_> {
         row.version = 1;
         let mut p = self.c.params();
         let values = job_params(&mut p, row)?;
-        let columns = JOB_COLUMNS.trim_start_matches("id, ");
+        let columns = JOB_WRITE_COLUMNS.trim_start_matches("id, ");
         let sql = format!(
             "INSERT INTO jobs ({columns}) OUTPUT {} SELECT {} \
              WHERE NOT EXISTS (SELECT 1 FROM jobs WITH (UPDLOCK, HOLDLOCK) WHERE name = {})",
@@ -436,7 +437,7 @@ impl Conn for MssqlConn<'_> {
         row.version = expected + 1;
         let mut p = self.c.params();
         let values = job_params(&mut p, row)?;
-        let sets = JOB_COLUMNS
+        let sets = JOB_WRITE_COLUMNS
             .split(", ")
             .skip(1)
             .zip(&values)
@@ -530,6 +531,7 @@ impl Conn for MssqlConn<'_> {
         now: Timestamp,
         limit: usize,
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<DueJob>> {
         let what = "finding due jobs";
         let shown = self.shown;
@@ -541,10 +543,11 @@ impl Conn for MssqlConn<'_> {
                (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'running'), \
                (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = N'pending' \
                   AND NOT (r.attempt = 1 AND r.next_attempt_at IS NOT NULL)) \
-             FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at} \
+             FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at}{} \
                AND {tags} \
              ORDER BY priority, next_fire, id",
-            top(limit)
+            top(limit),
+            recurring_only(set)
         );
         let rows = self.c.rows(what, &sql, &p).await?;
         let mut out = Vec::with_capacity(rows.len());
@@ -620,6 +623,7 @@ impl Conn for MssqlConn<'_> {
         limit: usize,
         exclude: &[JobId],
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<JobDef>> {
         let mut q = self.c.params();
         let at = q.at(Some(now.as_millisecond()));
@@ -638,11 +642,12 @@ impl Conn for MssqlConn<'_> {
         };
         let sql = format!(
             "SELECT TOP ({}) {JOB_COLUMNS} FROM jobs {} \
-             WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at} \
+             WHERE enabled = 1 AND next_fire IS NOT NULL AND next_fire <= {at}{} \
                AND {tags}{not_handled} \
              ORDER BY priority, next_fire, id",
             top(limit),
-            dialect::claim_hint(self.emulator)
+            dialect::claim_hint(self.emulator),
+            recurring_only(set)
         );
         let rows = self.c.rows("finding due jobs", &sql, &q).await?;
         Ok(rows
@@ -1806,5 +1811,14 @@ impl Conn for MssqlConn<'_> {
             );
         }
         Ok(out)
+    }
+}
+
+/// The condition a [`DueSet`] adds to a due query (`jobs_claim_recurring` is the filtered
+/// index that answers the recurring one).
+fn recurring_only(set: DueSet) -> &'static str {
+    match set {
+        DueSet::All => "",
+        DueSet::Recurring => " AND recurring = 1",
     }
 }

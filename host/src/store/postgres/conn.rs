@@ -7,7 +7,7 @@
 //! `NOTIFY` tells the other nodes' `LISTEN` that something may be due sooner; inside a
 //! transaction it is delivered at the commit.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{GenericClient, Object, Transaction};
@@ -20,7 +20,7 @@ use takt_core::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
-    Conn, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
+    Conn, DueSet, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
 use takt_core::store::{
     CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreResult,
@@ -33,8 +33,9 @@ use super::rows::{
 };
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
-    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NodeRow, PAUSE_COLUMNS, PauseRow, RUN_COLUMNS,
-    SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, group_def, to_i64,
+    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JOB_WRITE_COLUMNS, JobRow, NodeRow, PAUSE_COLUMNS,
+    PauseRow, RUN_COLUMNS, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt,
+    group_def, to_i64,
 };
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 
@@ -206,7 +207,7 @@ async fn insert_job(
     let mut row = JobRow::of(job, now)?;
     row.version = 1;
     let params = job_params(row)?;
-    let columns = JOB_COLUMNS.trim_start_matches("id, ");
+    let columns = JOB_WRITE_COLUMNS.trim_start_matches("id, ");
     let marks = (1..=params.len())
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
@@ -236,7 +237,7 @@ async fn update_job_if_version(
     row.version = expected + 1;
     let mut params = job_params(row)?;
     let n = params.len();
-    let sets = JOB_COLUMNS
+    let sets = JOB_WRITE_COLUMNS
         .split(", ")
         .skip(1)
         .enumerate()
@@ -305,23 +306,42 @@ async fn set_next_fire_if(
     Ok(n == 1)
 }
 
+/// The due-jobs query of each [`DueSet`]: the recurring one is the same with `recurring`
+/// added, which the partial index `jobs_claim_recurring` answers (a parameter deciding
+/// between the two would leave the planner one generic plan for both).
+static DUE_JOBS: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [DueSet::All, DueSet::Recurring].map(|set| {
+        format!(
+            "SELECT id, name, next_fire, misfire, overlap, \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
+               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending' \
+                  AND NOT (r.attempt = 1 AND r.next_attempt_at IS NOT NULL)) \
+             FROM jobs WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1{} \
+               AND (node_tag IS NULL OR node_tag = ANY($3)) \
+             ORDER BY priority, next_fire, id LIMIT $2",
+            recurring_only(set)
+        )
+    })
+});
+
+/// The condition a [`DueSet`] adds to a due query.
+pub(super) fn recurring_only(set: DueSet) -> &'static str {
+    match set {
+        DueSet::All => "",
+        DueSet::Recurring => " AND recurring",
+    }
+}
+
 async fn due_jobs(
     c: &impl GenericClient,
     shown: &str,
     now: Timestamp,
     limit: usize,
     tags: &[String],
+    set: DueSet,
 ) -> Res<Vec<DueJob>> {
     let stmt = c
-        .prepare_cached(
-            "SELECT id, name, next_fire, misfire, overlap, \
-               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'running'), \
-               (SELECT COUNT(*) FROM runs r WHERE r.job_id = jobs.id AND r.state = 'pending' \
-                  AND NOT (r.attempt = 1 AND r.next_attempt_at IS NOT NULL)) \
-             FROM jobs WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 \
-               AND (node_tag IS NULL OR node_tag = ANY($3)) \
-             ORDER BY priority, next_fire, id LIMIT $2",
-        )
+        .prepare_cached(&DUE_JOBS[usize::from(set == DueSet::Recurring)])
         .await
         .map_err(|e| pg(shown, "finding due jobs", e))?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -402,9 +422,10 @@ async fn due_fires(
     limit: usize,
     exclude: &[JobId],
     tags: &[String],
+    set: DueSet,
 ) -> Res<Vec<JobDef>> {
     let stmt = c
-        .prepare_cached(&CLAIM_JOBS)
+        .prepare_cached(&CLAIM_JOBS[usize::from(set == DueSet::Recurring)])
         .await
         .map_err(|e| pg(shown, "finding due jobs", e))?;
     let handled: Vec<i64> = exclude.iter().map(|j| j.0).collect();
@@ -1355,9 +1376,10 @@ impl Conn for PgConn<'_> {
         now: Timestamp,
         limit: usize,
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<DueJob>> {
         let s = self.shown;
-        on!(self, |c| due_jobs(c, s, now, limit, tags).await)
+        on!(self, |c| due_jobs(c, s, now, limit, tags, set).await)
     }
 
     async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
@@ -1376,9 +1398,11 @@ impl Conn for PgConn<'_> {
         limit: usize,
         exclude: &[JobId],
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<JobDef>> {
         let s = self.shown;
-        on!(self, |c| due_fires(c, s, now, limit, exclude, tags).await)
+        on!(self, |c| due_fires(c, s, now, limit, exclude, tags, set)
+            .await)
     }
 
     async fn claim_pending(

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use takt_core::job::{JobDef, JobId};
 use takt_core::node::NodeStatus;
 use takt_core::run::{NodeId, Run, RunId, RunState};
-use takt_core::store::engine::Fail;
+use takt_core::store::engine::{DueSet, Fail};
 use takt_core::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -100,6 +100,7 @@ fn job_row(r: &Row, shown: &str) -> StoreResult<JobRow> {
         updated_at: t(24)?.unwrap_or_default(),
         on_success: r.try_get(25).map_err(&bad)?,
         on_failure: r.try_get(26).map_err(&bad)?,
+        recurring: false,
     })
 }
 
@@ -150,7 +151,7 @@ pub(super) fn refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect()
 }
 
-/// The parameters of a job's columns after `id`, in `JOB_COLUMNS` order.
+/// The parameters of a job's columns after `id`, in `JOB_WRITE_COLUMNS` order.
 pub(super) fn job_params(r: JobRow) -> StoreResult<Vec<Param>> {
     Ok(vec![
         Box::new(r.name),
@@ -179,6 +180,7 @@ pub(super) fn job_params(r: JobRow) -> StoreResult<Vec<Param>> {
         Box::new(st(r.updated_at)),
         Box::new(r.on_success),
         Box::new(r.on_failure),
+        Box::new(r.recurring),
     ])
 }
 
@@ -327,13 +329,17 @@ static GET_JOB: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"));
 static GET_RUN: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"));
-pub(super) static CLAIM_JOBS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT {JOB_COLUMNS} FROM jobs \
-         WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1 AND id <> ALL($2) \
-           AND (node_tag IS NULL OR node_tag = ANY($4)) \
-         ORDER BY priority, next_fire, id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED"
-    )
+/// The claim's read of due fires, for each [`DueSet`] (`[All, Recurring]`).
+pub(super) static CLAIM_JOBS: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [DueSet::All, DueSet::Recurring].map(|set| {
+        format!(
+            "SELECT {JOB_COLUMNS} FROM jobs \
+             WHERE enabled AND next_fire IS NOT NULL AND next_fire <= $1{} AND id <> ALL($2) \
+               AND (node_tag IS NULL OR node_tag = ANY($4)) \
+             ORDER BY priority, next_fire, id LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED",
+            super::conn::recurring_only(set)
+        )
+    })
 });
 /// The finish: the run's compare-and-set and, only if it matched, the end of the attempt's
 /// row, in one statement.

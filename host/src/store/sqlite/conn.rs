@@ -20,7 +20,7 @@ use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::backend::{job_missing, run_missing};
 use takt_core::store::engine::{
-    Checkout, Conn, FinishWrite, NextFireMove, PendingDue, Res, Session,
+    Checkout, Conn, DueSet, FinishWrite, NextFireMove, PendingDue, Res, Session,
 };
 use takt_core::store::{
     CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreResult,
@@ -29,9 +29,9 @@ use takt_core::store::{
 use super::connect::{Db, sql_error};
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
-    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JobRow, NODE_COLUMNS, NodeRow, PAUSE_COLUMNS, PauseRow,
-    RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS, TokenRow, corrupt, group_def,
-    to_i64,
+    HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JOB_WRITE_COLUMNS, JobRow, NODE_COLUMNS, NodeRow,
+    PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS,
+    TokenRow, corrupt, group_def, to_i64,
 };
 
 /// The store's connection for one store call.
@@ -154,6 +154,7 @@ impl JobRow {
             updated_at: r.get(24)?,
             on_success: r.get(25)?,
             on_failure: r.get(26)?,
+            recurring: false,
         })
     }
 }
@@ -188,10 +189,15 @@ fn job_values(job: &JobDef) -> StoreResult<Vec<Value>> {
     ])
 }
 
-/// The values of a job's `on_success` and `on_failure` columns (last in `JOB_COLUMNS`).
-fn continuation_values(job: &JobDef) -> StoreResult<[Value; 2]> {
+/// The values of a job's `on_success`, `on_failure` (last in `JOB_COLUMNS`) and `recurring`
+/// (last in `JOB_WRITE_COLUMNS`) columns.
+fn continuation_values(job: &JobDef) -> StoreResult<[Value; 3]> {
     let r = JobRow::of(job, Timestamp::UNIX_EPOCH)?;
-    Ok([Value::Text(r.on_success), Value::Text(r.on_failure)])
+    Ok([
+        Value::Text(r.on_success),
+        Value::Text(r.on_failure),
+        Value::Integer(i64::from(r.recurring)),
+    ])
 }
 
 impl RunRow {
@@ -422,29 +428,41 @@ fn tags_json(tags: &[String]) -> String {
 /// and sort them all for the first `n`: 1.6–2 ms per call with 20 000 due (B7; 8 ms with
 /// SQLite 3.40), paid by each claim and each pass. This way a call costs the rows it returns
 /// plus two seeks per priority level, whether one job is due or a million.
+///
+/// [`DueSet::Recurring`] reads the recurring jobs alone the same way, from
+/// `jobs_claim_recurring` (the claim's fairness rule).
 fn due_jobs(
     conn: &Connection,
     path: &str,
     now: i64,
     limit: i64,
     tags: &str,
+    set: DueSet,
 ) -> StoreResult<Vec<(i64, i64, i64)>> {
     let failed = |e| sql_error(path, "finding due jobs", e);
-    let mut next_level = conn
-        .prepare_cached(
+    let (next_level, level) = match set {
+        DueSet::All => (
             "SELECT priority FROM jobs \
              WHERE enabled = 1 AND next_fire IS NOT NULL AND priority > ?1 \
              ORDER BY priority LIMIT 1",
-        )
-        .map_err(failed)?;
-    let mut level = conn
-        .prepare_cached(
             "SELECT priority, next_fire, id FROM jobs INDEXED BY jobs_claim \
              WHERE enabled = 1 AND priority = ?1 AND next_fire IS NOT NULL AND next_fire <= ?2 \
                AND (node_tag IS NULL OR node_tag IN (SELECT value FROM json_each(?4))) \
              ORDER BY next_fire, id LIMIT ?3",
-        )
-        .map_err(failed)?;
+        ),
+        DueSet::Recurring => (
+            "SELECT priority FROM jobs INDEXED BY jobs_claim_recurring \
+             WHERE enabled = 1 AND next_fire IS NOT NULL AND recurring = 1 AND priority > ?1 \
+             ORDER BY priority LIMIT 1",
+            "SELECT priority, next_fire, id FROM jobs INDEXED BY jobs_claim_recurring \
+             WHERE enabled = 1 AND priority = ?1 AND next_fire IS NOT NULL AND next_fire <= ?2 \
+               AND recurring = 1 \
+               AND (node_tag IS NULL OR node_tag IN (SELECT value FROM json_each(?4))) \
+             ORDER BY next_fire, id LIMIT ?3",
+        ),
+    };
+    let mut next_level = conn.prepare_cached(next_level).map_err(failed)?;
+    let mut level = conn.prepare_cached(level).map_err(failed)?;
     let mut out = Vec::new();
     let mut after = i64::MIN;
     while (out.len() as i64) < limit {
@@ -651,7 +669,7 @@ impl Conn for SqliteConn<'_> {
             Value::Integer(ms(now)),
         ]);
         values.extend(continuation_values(job)?);
-        let columns = JOB_COLUMNS.trim_start_matches("id, ");
+        let columns = JOB_WRITE_COLUMNS.trim_start_matches("id, ");
         let marks = vec!["?"; values.len()].join(", ");
         let name = values.len() + 1;
         values.push(Value::Text(job.name.as_str().to_string()));
@@ -690,7 +708,7 @@ impl Conn for SqliteConn<'_> {
             Value::Integer(ms(now)),
         ]);
         values.extend(continuation_values(job)?);
-        let sets = JOB_COLUMNS
+        let sets = JOB_WRITE_COLUMNS
             .split(", ")
             .skip(1)
             .enumerate()
@@ -769,8 +787,9 @@ impl Conn for SqliteConn<'_> {
         now: Timestamp,
         limit: usize,
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<DueJob>> {
-        Ok(self.due_rows(now, limit, tags)?)
+        Ok(self.due_rows(now, limit, tags, set)?)
     }
 
     async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
@@ -785,10 +804,11 @@ impl Conn for SqliteConn<'_> {
         limit: usize,
         exclude: &[JobId],
         tags: &[String],
+        set: DueSet,
     ) -> Res<Vec<JobDef>> {
         let path = self.path();
         let want = i64::try_from(limit.saturating_add(exclude.len())).unwrap_or(i64::MAX);
-        let due = due_jobs(&self.db.conn, path, ms(now), want, &tags_json(tags))?;
+        let due = due_jobs(&self.db.conn, path, ms(now), want, &tags_json(tags), set)?;
         let mut out = Vec::new();
         for (_, _, id) in due {
             if out.len() >= limit {
@@ -1851,14 +1871,20 @@ fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
 }
 
 impl SqliteConn<'_> {
-    fn due_rows(&self, now: Timestamp, limit: usize, tags: &[String]) -> StoreResult<Vec<DueJob>> {
+    fn due_rows(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+        set: DueSet,
+    ) -> StoreResult<Vec<DueJob>> {
         let path = &*self.db.path;
         // The due ids in claim order (`due_jobs`: what is due, not how many jobs exist); the
         // other columns and the two counts are read for those rows only. Asked in one flat
         // query, SQLite computes both counts for *every* due job and sorts them: ~3 ms per
         // pass with 20 000 due (B3).
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let due = due_jobs(&self.db.conn, path, ms(now), limit, &tags_json(tags))?;
+        let due = due_jobs(&self.db.conn, path, ms(now), limit, &tags_json(tags), set)?;
         let mut stmt = self
             .db
             .conn

@@ -48,6 +48,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::new(10, "run_triggers", sql!("0010_run_triggers.sql")),
     Migration::new(11, "continuations", sql!("0011_continuations.sql")),
     Migration::new(12, "job_groups", sql!("0012_job_groups.sql")),
+    Migration::new(13, "recurring_jobs", sql!("0013_recurring_jobs.sql")),
 ];
 
 /// The schema version this binary writes (the last migration's number).

@@ -6,7 +6,12 @@
 //! it (conditionally on the old next fire) recording the DST-gap skips passed on the way,
 //! insert the runs under the unique (job, fire time) key, then claim the pending runs (a
 //! queued one only once its job is idle, which sees the runs this claim started). A round that
-//! saw fewer candidates than room saw everything due, so no further round is read. Jobs handled
+//! saw fewer candidates than room saw everything due, so no further round is read.
+//!
+//! **Fairness.** A round that is full (more is due than its room) gives at least half its
+//! room to recurring fires (cron, calendar, interval) when that many are due
+//! ([`recurring_share`]), so a backlog of one-off fires and retries never holds an
+//! every-second schedule back. Jobs handled
 //! in a round are left out of later ones: one claim advances a job's next fire at most once.
 //!
 //! Every run it starts carries the claim's random token. A COMMIT whose answer was lost is
@@ -23,7 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::group::{Groups, Verdict, held_run};
-use super::{Conn, Dialect, Engine, Fail, NextFireMove, PendingDue, RETRY_PAUSES_MS, Retry};
+use super::{
+    Conn, Dialect, DueSet, Engine, Fail, NextFireMove, PendingDue, RETRY_PAUSES_MS, Retry,
+};
 use super::{Session, depend, retrying};
 use crate::attempt::Attempt;
 use crate::job::{JobDef, JobId};
@@ -51,6 +58,61 @@ type Key = (u16, i64, i64, bool);
 enum Pick {
     Fire(Box<JobDef>),
     Pending(RunId),
+}
+
+impl Pick {
+    fn is_recurring(&self) -> bool {
+        matches!(self, Pick::Fire(job) if job.is_recurring())
+    }
+}
+
+/// The fairness rule: when more is due than a round has room for (`need`), at least half
+/// the room (rounded up) goes to recurring fires ([`JobDef::is_recurring`]) if that many are
+/// due — in claim order among themselves —, the rest to everything in claim order. Without
+/// it an every-second cron waits behind a whole backlog of one-off fires or retries (B6: the
+/// crons were 2.5–6 s late behind a 10 000-run drain), because their older due times sort
+/// first. Priorities are honoured within each part; the share is a floor for the recurring
+/// fires, never a cap (they also compete for the rest). `picks` (sorted, at most `need`,
+/// read as the top of the claim order) gets the recurring fires after them in place of its
+/// last other picks; the fires displaced stay due (not `handled`) for the next claim.
+///
+/// Read only when the first read was full: a claim that saw everything due has nothing to
+/// share out, so an unsaturated claim costs no extra query.
+async fn recurring_share<C: Conn>(
+    tx: &mut C,
+    p: &ClaimParams,
+    need: usize,
+    handled: &[JobId],
+    picks: &mut Vec<(Key, Pick)>,
+) -> Result<(), Fail> {
+    let share = need.div_ceil(2);
+    let have = picks.iter().filter(|(_, pick)| pick.is_recurring()).count();
+    if have >= share {
+        return Ok(());
+    }
+    let mut skip = handled.to_vec();
+    skip.extend(picks.iter().filter_map(|(_, pick)| match pick {
+        Pick::Fire(job) => job.id,
+        Pick::Pending(_) => None,
+    }));
+    let extra = tx
+        .claim_fires(p.now, share - have, &skip, &p.tags, DueSet::Recurring)
+        .await?;
+    for job in extra {
+        let (Some(id), Some(fire)) = (job.id, job.next_fire) else {
+            continue;
+        };
+        // The last pick that is not a recurring fire makes room (there is one: fewer than
+        // `share` of the `need` picks are recurring).
+        let Some(at) = picks.iter().rposition(|(_, pick)| !pick.is_recurring()) else {
+            break;
+        };
+        picks.remove(at);
+        let key = (job.priority.get(), fire.as_millisecond(), id.0, false);
+        picks.push((key, Pick::Fire(Box::new(job))));
+    }
+    picks.sort_by_key(|(k, _)| *k);
+    Ok(())
 }
 
 pub(super) async fn run_claim_due<D: Dialect>(
@@ -118,7 +180,9 @@ async fn claim_once<D: Dialect>(
     let mut groups = Groups::default();
     while claimed.len() < p.limit {
         let need = p.limit - claimed.len();
-        let fires = tx.claim_fires(p.now, need, &handled, &p.tags).await?;
+        let fires = tx
+            .claim_fires(p.now, need, &handled, &p.tags, DueSet::All)
+            .await?;
         let want = need.saturating_add(passed.len());
         let pending = tx.claim_pending(p.now, want, &p.tags).await?;
         let more_pending = pending.len() >= want;
@@ -151,6 +215,9 @@ async fn claim_once<D: Dialect>(
         picks.sort_by_key(|(k, _)| *k);
         let exhausted = picks.len() < need && !more_pending;
         picks.truncate(need);
+        if !exhausted {
+            recurring_share(&mut tx, p, need, &handled, &mut picks).await?;
+        }
 
         let mut moves = Vec::new();
         let mut runs: Vec<Run> = Vec::new();

@@ -205,6 +205,18 @@ impl FinishWrite {
     }
 }
 
+/// Which due jobs a due query reads: all of them, or only those with a recurring schedule
+/// ([`JobDef::is_recurring`], the claim's fairness rule). Both are read in claim order
+/// from an index (the SQL stores' `jobs_claim` and `jobs_claim_recurring`), so either costs
+/// what it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DueSet {
+    /// Every due job.
+    All,
+    /// Only jobs whose schedule recurs.
+    Recurring,
+}
+
 /// The primitives. See the module docs for the contract every one follows.
 pub trait Conn: Send {
     /// Ends a transaction with COMMIT (a lost answer is a [`super::Retry::Unknown`]
@@ -264,13 +276,14 @@ pub trait Conn: Send {
     /// Up to `limit` enabled jobs served by `tags` whose next fire is at or before `now`, in
     /// claim order (priority, next fire, id), with their running and pending counts (a run
     /// waiting for its dependencies, [`Run::is_waiting`], is not counted: it is not in
-    /// flight for the overlap policy). Its cost must depend on what is due, not on how many
-    /// jobs exist.
+    /// flight for the overlap policy), of the jobs `set` names. Its cost must depend on what is
+    /// due, not on how many jobs exist.
     fn jobs_due(
         &mut self,
         now: Timestamp,
         limit: usize,
         tags: &[String],
+        set: DueSet,
     ) -> impl Future<Output = Res<Vec<DueJob>>> + Send;
 
     /// The earliest instant something served by `tags` becomes claimable (see
@@ -287,13 +300,15 @@ pub trait Conn: Send {
     }
 
     /// *Locked*: up to `limit` due jobs as [`Conn::jobs_due`] orders them, leaving out
-    /// `exclude` (jobs this claim already handled), as whole definitions.
+    /// `exclude` (jobs this claim already handled), of the jobs `set` names, as whole
+    /// definitions.
     fn claim_fires(
         &mut self,
         now: Timestamp,
         limit: usize,
         exclude: &[JobId],
         tags: &[String],
+        set: DueSet,
     ) -> impl Future<Output = Res<Vec<JobDef>>> + Send;
 
     /// *Locked*: up to `limit` pending runs of enabled jobs served by `tags` that are

@@ -31,7 +31,7 @@ mod pause;
 mod slot;
 
 pub use continuation::continue_after;
-pub use dialect::{Conn, Dialect, FinishWrite, NextFireMove, PendingDue, Res, Session};
+pub use dialect::{Conn, Dialect, DueSet, FinishWrite, NextFireMove, PendingDue, Res, Session};
 pub use fail::{Fail, RETRY_PAUSES_MS, Retry, retrying, retrying_resolving};
 pub use slot::{Checkout, Slot};
 
@@ -635,6 +635,29 @@ macro_rules! read {
     }};
 }
 
+/// [`Store::job_due`]: the first `limit` due jobs in claim order and, when those are not
+/// all that is due, the first `limit` due recurring jobs not among them — every fire a claim
+/// of `limit` may take under the fairness rule (`claim.rs`), so the loop's misfire and
+/// overlap decisions see each fire before it is claimed. The second read happens only when
+/// the first was full.
+async fn due_jobs<C: Conn>(
+    c: &mut C,
+    now: Timestamp,
+    limit: usize,
+    tags: &[String],
+) -> Res<Vec<DueJob>> {
+    let mut due = c.jobs_due(now, limit, tags, DueSet::All).await?;
+    if due.len() >= limit && limit > 0 {
+        let more = c.jobs_due(now, limit, tags, DueSet::Recurring).await?;
+        for job in more {
+            if !due.iter().any(|d| d.id == job.id) {
+                due.push(job);
+            }
+        }
+    }
+    Ok(due)
+}
+
 impl<T: DialectStore> Store for T {
     fn capabilities(&self) -> Capabilities {
         self.engine().dialect.capabilities()
@@ -688,8 +711,9 @@ impl<T: DialectStore> Store for T {
         limit: usize,
         tags: &[String],
     ) -> StoreResult<Vec<DueJob>> {
-        read!(self.engine(), "finding due jobs", |c| c
-            .jobs_due(now, limit, tags))
+        read!(self.engine(), "finding due jobs", |c| due_jobs(
+            &mut c, now, limit, tags
+        ))
     }
 
     async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
