@@ -63,6 +63,15 @@ struct Harness {
 
 impl Harness {
     async fn start(store: MemoryStore, start: Timestamp) -> Harness {
+        Harness::start_with(store, start, |_| {}).await
+    }
+
+    /// [`Harness::start`] with the loop's configuration changed by `tune`.
+    async fn start_with(
+        store: MemoryStore,
+        start: Timestamp,
+        tune: impl FnOnce(&mut SchedulerConfig),
+    ) -> Harness {
         let clock = Arc::new(TestClock::new(start));
         let executor = Executor::new(ExecutorConfig {
             grace: Duration::from_secs(2),
@@ -75,6 +84,7 @@ impl Harness {
                 let mut c = SchedulerConfig::new(node());
                 c.lease = Duration::from_secs(30);
                 c.renew_every = Duration::from_secs(10);
+                tune(&mut c);
                 c
             },
             store.clone(),
@@ -1092,4 +1102,46 @@ async fn a_run_claimed_for_this_node_but_never_started_is_failed_and_retried() {
     assert_eq!(run.error.as_deref(), Some(takt_host::scheduler::ORPHANED));
     assert_eq!(run.attempt, 2, "retried per policy");
     h.handle.shutdown(Duration::from_secs(1)).await;
+}
+
+/// The claim's fairness rule through the loop: a backlog of one-off runs that keeps every
+/// slot busy does not hold back a cron that falls due meanwhile. Without the rule the cron's
+/// fire, due after all of them, starts only after the last one-off (position 60 below).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_due_behind_a_one_off_backlog_is_not_held_back() {
+    let store = MemoryStore::default();
+    let mut backlog = Vec::new();
+    for i in 0..60 {
+        let mut j = job(
+            &format!("once-{i}"),
+            "testing::polite",
+            r#"{"seconds": 0.1}"#,
+        )
+        .with_schedule(schedule(Rule::Once(t0())));
+        j.next_fire = Some(t0());
+        backlog.push(store.job_insert(&j, t0()).await.unwrap().id.unwrap());
+    }
+    let cron = schedule(Rule::Cron(CronExpr::parse("* * * * * *").unwrap()));
+    let mut cron = job("every-second", "testing::echo", "{}").with_schedule(cron);
+    cron.next_fire = Some(at(1));
+    let every_second = store.job_insert(&cron, t0()).await.unwrap().id.unwrap();
+    let mut h = Harness::start_with(store, t0(), |c| c.capacity = 2).await;
+    // Two one-offs run; the cron falls due while 58 wait (each takes 0.1 s of real time).
+    let first = h.started().await.0;
+    assert!(backlog.contains(&first), "the backlog starts first");
+    h.advance(1);
+    let mut position = None;
+    for n in 1..=61 {
+        let (job, _) = h.started().await;
+        if job == every_second {
+            position = Some(n);
+            break;
+        }
+    }
+    let position = position.expect("the cron's fire started");
+    assert!(
+        position < 20,
+        "the cron's fire started as the {position}th run after it fell due, behind the backlog"
+    );
+    h.handle.shutdown(Duration::from_secs(10)).await;
 }
