@@ -17,7 +17,8 @@
 //!
 //! The sizes grow one store (jobs are added, never rebuilt). Jobs are inserted with
 //! `Store::job_insert` into `MemoryStore`; in SQLite and PostgreSQL one is inserted so and
-//! copied in SQL (only the name differs). Every job has a daily cron (`0 3 * * *`, UTC) and
+//! copied in SQL (only the name differs; in `MemoryStore` each job also has its own small
+//! parameters, `{"line":"L12","batch":417}`, so the bytes per job count them). Every job has a daily cron (`0 3 * * *`, UTC) and
 //! its next fire set, so none is due; the 10 due jobs are one-offs re-armed before each pass
 //! (`job_set_next_fire`, untimed) and their claimed runs finished after it (untimed).
 //! PostgreSQL uses the schema `bench_scale` (dropped first), at `--pg-url`, else
@@ -128,6 +129,9 @@ impl Backend {
                 for i in from..to {
                     let mut j = job.clone();
                     j.name = format!("scale-{i}").parse().expect("a valid name");
+                    // Each job its own small parameters, as real jobs have: a shared text
+                    // would flatter a store that keeps one copy per distinct value.
+                    j.params_json = format!(r#"{{"line":"L{}","batch":{i}}}"#, i % 64);
                     store.job_insert(&j, now).await.expect("job inserted");
                 }
             }

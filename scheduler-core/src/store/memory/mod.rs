@@ -18,6 +18,13 @@
 //! running / pending counts. Every change to a job or a run goes through
 //! [`Inner::put_job`] / [`Inner::put_run`] / [`Inner::remove_run`], which keep them in step;
 //! the conformance suite and the consistency check in the tests hold them to the rows.
+//!
+//! # Job rows
+//!
+//! Jobs are kept as compact rows, not `JobDef`s ([`jobs`]: what many jobs share is interned,
+//! the name and parameters are one text, no second copy of the name in its index), so that a
+//! million job definitions stay within a couple of hundred bytes each; every read builds the
+//! `JobDef` that was stored.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -25,6 +32,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use self::jobs::Jobs;
 use super::access::{ApiToken, NewToken, OperatorAction};
 use super::backend::recovery_event;
 use super::engine::{
@@ -38,6 +46,8 @@ use crate::alert::{AlertDelivery, AlertKey};
 use crate::attempt::{Attempt, AttemptEnd};
 use crate::group::GroupDef;
 use crate::job::{JobDef, JobId, JobName, Priority};
+
+mod jobs;
 use crate::node::{InstanceId, NodeInfo, NodeSession, NodeStatus};
 use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, Progress, Run, RunId, RunState};
@@ -74,6 +84,9 @@ impl Default for Engine<MemoryDialect> {
 pub struct MemoryDialect {
     slot: Arc<Slot<Inner>>,
 }
+
+/// A job's place in the fires indexes: (priority, next fire, whether it recurs).
+type FireEntry = (Priority, Timestamp, bool);
 
 /// The data checked out for one store call; given back when dropped (also on a panic).
 #[derive(Debug)]
@@ -148,6 +161,9 @@ struct Journal {
 #[derive(Debug)]
 enum Undo {
     Job(JobId, Option<Box<JobDef>>),
+    /// A job's next fire before a [`Conn::job_set_next_fire_if`] moved it (the row is
+    /// otherwise unchanged, so only the instant is kept).
+    NextFire(JobId, Option<Timestamp>),
     Run(RunId, Option<Box<Run>>, Option<Vec<(u64, LogLine)>>),
     Logs(RunId, usize),
     Node(NodeId, Option<NodeStatus>),
@@ -171,7 +187,8 @@ struct Episode {
 
 #[derive(Debug, Default)]
 struct Inner {
-    jobs: BTreeMap<JobId, JobDef>,
+    /// The job rows with the names index (see [`jobs`]).
+    jobs: Jobs,
     runs: BTreeMap<RunId, Run>,
     /// The unique (job, fire time) key.
     run_keys: BTreeMap<(JobId, Timestamp), RunId>,
@@ -210,7 +227,6 @@ struct Inner {
     /// The same for the jobs with a recurring schedule alone (the claim's fairness rule
     /// reads them apart, [`super::engine::DueSet::Recurring`]).
     recurring: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
-    names: BTreeMap<JobName, JobId>,
     /// Pending runs with a retry time: (next attempt, id).
     retries: BTreeSet<(Timestamp, RunId)>,
     /// Pending runs without a retry time (queued behind a running run), per job.
@@ -235,11 +251,13 @@ impl Inner {
             match undo {
                 Undo::Job(id, old) => {
                     self.drop_job_row(id);
-                    if let Some(job) = old.map(|j| *j) {
+                    if let Some(job) = old {
                         self.index_job(&job, true);
-                        self.names.insert(job.name.clone(), id);
-                        self.jobs.insert(id, job);
+                        self.jobs.insert(&job);
                     }
+                }
+                Undo::NextFire(id, old) => {
+                    self.move_next_fire(id, old);
                 }
                 Undo::Run(id, old, logs) => {
                     self.drop_run_row(id);
@@ -332,45 +350,71 @@ impl Inner {
     // ---- index maintenance -----------------------------------------------------------
 
     fn index_job(&mut self, job: &JobDef, add: bool) {
-        let (Some(id), Some(fire)) = (job.id, job.next_fire) else {
-            return;
-        };
-        if !job.enabled {
-            return;
+        if let (Some(id), Some(fire), true) = (job.id, job.next_fire, job.enabled) {
+            self.index_fire(id, (job.priority, fire, job.is_recurring()), add);
         }
+    }
+
+    fn index_fire(&mut self, id: JobId, entry: FireEntry, add: bool) {
+        let (priority, fire, recurring) = entry;
         let index = |by: &mut BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>| {
             if add {
-                by.entry(job.priority).or_default().insert((fire, id));
-            } else if let Some(set) = by.get_mut(&job.priority) {
+                by.entry(priority).or_default().insert((fire, id));
+            } else if let Some(set) = by.get_mut(&priority) {
                 set.remove(&(fire, id));
                 if set.is_empty() {
-                    by.remove(&job.priority);
+                    by.remove(&priority);
                 }
             }
         };
         index(&mut self.fires);
-        if job.is_recurring() {
+        if recurring {
             index(&mut self.recurring);
         }
     }
 
+    /// Job `id`'s entry in the fires index: (priority, next fire) when it is enabled and has
+    /// a next fire.
+    fn fire_entry(&self, id: JobId) -> Option<FireEntry> {
+        let job = self.jobs.view(id)?;
+        Some((job.priority(), job.next_fire()?, job.recurring())).filter(|_| job.enabled())
+    }
+
     /// Removes job `id`'s row and its index entries (nothing journaled).
     fn drop_job_row(&mut self, id: JobId) {
-        if let Some(old) = self.jobs.remove(&id) {
-            self.index_job(&old, false);
-            self.names.remove(&old.name);
+        if let Some(entry) = self.fire_entry(id) {
+            self.index_fire(id, entry, false);
         }
+        self.jobs.remove(id);
+    }
+
+    /// The old row of job `id` for the journal; only built in a transaction.
+    fn journaled_job(&self, id: JobId) -> Option<Box<JobDef>> {
+        self.journal.as_ref()?;
+        self.jobs.get(id).map(Box::new)
     }
 
     /// Stores `job` (its id set) in place of the old row, keeping the indexes in step.
     fn put_job(&mut self, job: JobDef) {
         let Some(id) = job.id else { return };
-        let old = self.jobs.get(&id).cloned().map(Box::new);
+        let old = self.journaled_job(id);
         self.journal(Undo::Job(id, old));
         self.drop_job_row(id);
         self.index_job(&job, true);
-        self.names.insert(job.name.clone(), id);
-        self.jobs.insert(id, job);
+        self.jobs.insert(&job);
+    }
+
+    /// Moves job `id`'s next fire to `new` in its row and in the fires index (nothing
+    /// journaled; the row is otherwise left as it is, so a pass that advances a thousand
+    /// fires rebuilds no job).
+    fn move_next_fire(&mut self, id: JobId, new: Option<Timestamp>) {
+        if let Some(entry) = self.fire_entry(id) {
+            self.index_fire(id, entry, false);
+        }
+        self.jobs.set_next_fire(id, new);
+        if let Some(entry) = self.fire_entry(id) {
+            self.index_fire(id, entry, true);
+        }
     }
 
     fn index_run(&mut self, id: RunId, run: &Run, add: bool) {
@@ -478,8 +522,8 @@ impl Inner {
     /// Whether a node serving `tags` may run job `id`.
     fn serves(&self, id: JobId, tags: &[String]) -> bool {
         self.jobs
-            .get(&id)
-            .is_some_and(|j| serves(tags, j.node_tag.as_deref()))
+            .view(id)
+            .is_some_and(|j| serves(tags, j.node_tag()))
     }
 
     /// The first `limit` due fires of enabled jobs in claim order, passing over the jobs in
@@ -571,25 +615,24 @@ impl Conn for MemoryConn<'_> {
     // ---- jobs ------------------------------------------------------------------------
 
     async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
-        Ok(self.inner.jobs.get(&id).cloned())
+        Ok(self.inner.jobs.get(id))
     }
 
     async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
         let inner = &*self.inner;
         Ok(inner
-            .names
-            .get(name)
-            .and_then(|id| inner.jobs.get(id))
-            .cloned())
+            .jobs
+            .id_of(name.as_str())
+            .and_then(|id| inner.jobs.get(id)))
     }
 
     async fn job_list(&mut self) -> Res<Vec<JobDef>> {
-        Ok(self.inner.jobs.values().cloned().collect())
+        Ok(self.inner.jobs.iter().collect())
     }
 
     async fn job_insert(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
         let inner = &mut *self.inner;
-        if inner.names.contains_key(&job.name) {
+        if inner.jobs.id_of(job.name.as_str()).is_some() {
             return Ok(None);
         }
         inner.last_job += 1;
@@ -604,7 +647,11 @@ impl Conn for MemoryConn<'_> {
     async fn job_update_if_version(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
         let inner = &mut *self.inner;
         let Some(id) = job.id else { return Ok(None) };
-        if inner.jobs.get(&id).is_none_or(|j| j.version != job.version) {
+        if inner
+            .jobs
+            .view(id)
+            .is_none_or(|j| j.version() != job.version)
+        {
             return Ok(None);
         }
         let mut stored = job.clone();
@@ -616,7 +663,7 @@ impl Conn for MemoryConn<'_> {
 
     async fn job_delete(&mut self, id: JobId) -> Res<bool> {
         let inner = &mut *self.inner;
-        if !inner.jobs.contains_key(&id) {
+        if !inner.jobs.contains(id) {
             return Ok(false);
         }
         let runs: Vec<RunId> = inner
@@ -627,7 +674,7 @@ impl Conn for MemoryConn<'_> {
         for r in runs {
             inner.remove_run(r);
         }
-        let old = inner.jobs.get(&id).cloned().map(Box::new);
+        let old = inner.journaled_job(id);
         inner.journal(Undo::Job(id, old));
         inner.drop_job_row(id);
         if let Some(h) = inner.holds.remove(&id) {
@@ -643,7 +690,7 @@ impl Conn for MemoryConn<'_> {
         now: Timestamp,
     ) -> Res<Option<JobDef>> {
         let inner = &mut *self.inner;
-        let Some(mut job) = inner.jobs.get(&id).cloned() else {
+        let Some(mut job) = inner.jobs.get(id) else {
             return Ok(None);
         };
         job.enabled = enabled;
@@ -660,10 +707,10 @@ impl Conn for MemoryConn<'_> {
         new: Option<Timestamp>,
     ) -> Res<bool> {
         let inner = &mut *self.inner;
-        match inner.jobs.get(&id).cloned() {
-            Some(mut job) if job.next_fire == expected => {
-                job.next_fire = new;
-                inner.put_job(job);
+        match inner.jobs.view(id) {
+            Some(job) if job.next_fire() == expected => {
+                inner.journal(Undo::NextFire(id, expected));
+                inner.move_next_fire(id, new);
                 Ok(true)
             }
             _ => Ok(false),
@@ -683,7 +730,16 @@ impl Conn for MemoryConn<'_> {
             .into_iter()
             .filter_map(|id| {
                 let (running, pending) = inner.counts(id);
-                DueJob::of(inner.jobs.get(&id)?, running, pending)
+                let job = inner.jobs.view(id)?;
+                Some(DueJob {
+                    id,
+                    name: job.name(),
+                    next_fire: job.next_fire()?,
+                    misfire: job.misfire(),
+                    overlap: job.overlap(),
+                    running,
+                    pending,
+                })
             })
             .collect())
     }
@@ -701,8 +757,8 @@ impl Conn for MemoryConn<'_> {
         let enabled = |job: JobId| {
             inner
                 .jobs
-                .get(&job)
-                .is_some_and(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
+                .view(job)
+                .is_some_and(|j| j.enabled() && serves(tags, j.node_tag()))
                 && !inner.holds.contains_key(&job)
         };
         let retries = inner
@@ -733,7 +789,7 @@ impl Conn for MemoryConn<'_> {
         Ok(inner
             .due_fires(now, limit, exclude, tags, set)
             .into_iter()
-            .filter_map(|id| inner.jobs.get(&id).cloned())
+            .filter_map(|id| inner.jobs.get(id))
             .collect())
     }
 
@@ -748,8 +804,8 @@ impl Conn for MemoryConn<'_> {
         let enabled = |job: JobId| {
             inner
                 .jobs
-                .get(&job)
-                .filter(|j| j.enabled && serves(tags, j.node_tag.as_deref()))
+                .view(job)
+                .filter(|j| j.enabled() && serves(tags, j.node_tag()))
                 .filter(|_| !inner.holds.contains_key(&job))
         };
         let mut out = Vec::new();
@@ -757,7 +813,7 @@ impl Conn for MemoryConn<'_> {
             if let Some(job) = inner.runs.get(&id).and_then(|r| enabled(r.job_id)) {
                 out.push(PendingDue {
                     id,
-                    priority: job.priority.get(),
+                    priority: job.priority().get(),
                     due_at: at,
                 });
             }
@@ -773,7 +829,7 @@ impl Conn for MemoryConn<'_> {
                 if let Some(run) = inner.runs.get(id).filter(|r| r.created_at <= now) {
                     out.push(PendingDue {
                         id: *id,
-                        priority: job.priority.get(),
+                        priority: job.priority().get(),
                         due_at: run.created_at,
                     });
                 }
@@ -1269,7 +1325,7 @@ impl Conn for MemoryConn<'_> {
 
     async fn hold_insert(&mut self, job: JobId, hold: &Hold) -> Res<()> {
         let inner = &mut *self.inner;
-        if inner.jobs.contains_key(&job) {
+        if inner.jobs.contains(job) {
             let old = inner.holds.insert(job, hold.clone());
             inner.journal(Undo::Hold(job, old));
         }
@@ -1477,16 +1533,19 @@ mod tests {
         /// Rebuilds every index from the rows and compares: the indexes are a cache of the
         /// rows and must never drift from them.
         fn assert_consistent(&self) {
-            let mut fresh = Inner::default();
-            for job in self.jobs.values() {
-                fresh.put_job(job.clone());
+            let mut fresh = Inner {
+                jobs: self.jobs.empty_like(),
+                ..Inner::default()
+            };
+            for job in self.jobs.iter() {
+                fresh.put_job(job);
             }
             for run in self.runs.values() {
                 fresh.put_run(run.clone());
             }
             assert_eq!(self.fires, fresh.fires, "fires index");
             assert_eq!(self.recurring, fresh.recurring, "recurring fires index");
-            assert_eq!(self.names, fresh.names, "names index");
+            self.jobs.assert_same_indexes(&fresh.jobs);
             assert_eq!(self.retries, fresh.retries, "retries index");
             assert_eq!(self.queued, fresh.queued, "queued index");
             assert_eq!(self.running, fresh.running, "running index");

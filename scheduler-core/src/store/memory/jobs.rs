@@ -1,0 +1,615 @@
+//! The memory store's job table: compact rows instead of whole [`JobDef`]s.
+//!
+//! A million job definitions must fit in a couple of hundred megabytes (performance goal: at
+//! most 200 heap bytes per job). A `JobDef` is far bigger: a dozen `String`s, `Vec`s and
+//! `Option`s, a compiled schedule, the policies. Most of that is the same for many jobs (a
+//! fleet of jobs shares its handler, schedule, policies, group, owner), so a row keeps only
+//! what is each job's own and points at one shared copy of the rest:
+//!
+//! * [`Profile`] — every field a job definition is written with except its name and
+//!   parameters, interned: the table holds one [`Arc`] per distinct profile, and jobs that
+//!   share one share the copy. A profile leaves the table with its last row.
+//! * the name and the parameters' JSON text, in one `Box<str>` (name first);
+//! * the fields the store itself changes (enabled, next fire, version, update time), inline,
+//!   the instants as seconds + nanoseconds so that no `Option` padding is paid.
+//!
+//! Rows live in pages of [`PAGE`] slots keyed by id: ids are handed out in order, so pages fill
+//! up and cost no per-row tree overhead, and a page whose jobs are all deleted is freed (a
+//! store whose jobs come and go keeps no trail of the old ids). The name index keeps a hash of
+//! each name with its id, never a second copy of the name; a lookup compares the row's name,
+//! so two names with the same hash are still told apart.
+//!
+//! Every read gives back the exact `JobDef` that was stored: interning compares profiles
+//! exactly, not by meaning (`0 0 * * 1-5` and `0 0 * * MON-FRI` are equal cron expressions
+//! but two profiles, because the job reads back as it was written), and the timestamps keep
+//! their nanoseconds.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
+use crate::policy::{Backoff, MisfirePolicy, OverlapPolicy, RetryPolicy};
+use crate::schedule::{Rule, Schedule};
+
+/// Rows per page (one page of [`Row`]s is 4 KiB).
+const PAGE: i64 = 64;
+
+/// The seconds of an absent instant; jiff's timestamps never reach it.
+const NONE: i64 = i64::MIN;
+
+/// Everything a job is written with except its name and parameters: what many jobs share.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Profile {
+    group: Option<String>,
+    handler_type: String,
+    schedule: Option<Schedule>,
+    effective_from: Option<Timestamp>,
+    expires_at: Option<Timestamp>,
+    timeout: Option<Duration>,
+    retry: RetryPolicy,
+    misfire: MisfirePolicy,
+    overlap: OverlapPolicy,
+    priority: Priority,
+    dependencies: Vec<JobName>,
+    dependency_wait: Option<Duration>,
+    node_tag: Option<String>,
+    application: Option<String>,
+    owner: Option<String>,
+    description: Option<String>,
+    isolation: Isolation,
+    on_success: Vec<JobName>,
+    on_failure: Vec<JobName>,
+}
+
+impl Profile {
+    fn of(job: &JobDef) -> Profile {
+        Profile {
+            group: job.group.clone(),
+            handler_type: job.handler_type.clone(),
+            schedule: job.schedule.clone(),
+            effective_from: job.effective_from,
+            expires_at: job.expires_at,
+            timeout: job.timeout,
+            retry: job.retry.clone(),
+            misfire: job.misfire,
+            overlap: job.overlap,
+            priority: job.priority,
+            dependencies: job.dependencies.clone(),
+            dependency_wait: job.dependency_wait,
+            node_tag: job.node_tag.clone(),
+            application: job.application.clone(),
+            owner: job.owner.clone(),
+            description: job.description.clone(),
+            isolation: job.isolation,
+            on_success: job.on_success.clone(),
+            on_failure: job.on_failure.clone(),
+        }
+    }
+
+    /// Whether the two read back identically: equal, and also spelled the same where
+    /// equality compares meaning (a cron expression's text, the bits of a float: `-0.0`
+    /// equals `0.0`).
+    fn identical(&self, other: &Profile) -> bool {
+        if self != other {
+            return false;
+        }
+        let cron = |p: &Profile| match p.schedule.as_ref().map(Schedule::rule) {
+            Some(Rule::Cron(c)) => Some(c.as_str().to_string()),
+            _ => None,
+        };
+        let floats = |p: &Profile| match &p.retry.backoff {
+            Backoff::Exponential(e) => Some((e.factor().to_bits(), e.jitter().to_bits())),
+            _ => None,
+        };
+        cron(self) == cron(other) && floats(self) == floats(other)
+    }
+}
+
+/// A profile in the intern table: hashed and compared as [`Profile::identical`] sees it.
+#[derive(Clone, Debug)]
+struct Shared(Arc<Profile>);
+
+impl PartialEq for Shared {
+    fn eq(&self, other: &Shared) -> bool {
+        self.0.identical(&other.0)
+    }
+}
+
+/// An equivalence: `identical` is `==` plus exact spellings, and no profile holds a NaN
+/// (an `Exponential`'s factor and jitter are checked ranges).
+impl Eq for Shared {}
+
+impl Hash for Shared {
+    /// Hashes a part of what [`Profile::identical`] compares (identical profiles hash alike;
+    /// the floats are left out), enough that distinct schedules and labels spread.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let p = &*self.0;
+        p.group.hash(state);
+        p.handler_type.hash(state);
+        if let Some(s) = &p.schedule {
+            match s.rule() {
+                Rule::Cron(c) => (0u8, c.as_str()).hash(state),
+                Rule::Calendar(c) => (1u8, c).hash(state),
+                Rule::Interval(i) => (2u8, i).hash(state),
+                Rule::Once(t) => (3u8, t).hash(state),
+            }
+            s.zone().name().hash(state);
+            s.dst().hash(state);
+        }
+        p.effective_from.hash(state);
+        p.expires_at.hash(state);
+        p.timeout.hash(state);
+        p.retry.max_retries.hash(state);
+        p.retry.retry_timeouts.hash(state);
+        p.misfire.hash(state);
+        p.overlap.hash(state);
+        p.priority.hash(state);
+        p.dependencies.hash(state);
+        p.dependency_wait.hash(state);
+        p.node_tag.hash(state);
+        p.application.hash(state);
+        p.owner.hash(state);
+        p.description.hash(state);
+        p.isolation.hash(state);
+        p.on_success.hash(state);
+        p.on_failure.hash(state);
+    }
+}
+
+/// One job: its own fields inline, the rest in its shared [`Profile`] (64 bytes).
+#[derive(Clone, Debug)]
+struct Row {
+    /// The name, then the parameters' JSON text.
+    text: Box<str>,
+    profile: Arc<Profile>,
+    version: u64,
+    next_fire_s: i64,
+    updated_at_s: i64,
+    next_fire_ns: i32,
+    updated_at_ns: i32,
+    /// Where the name ends in `text` (names are at most 200 characters).
+    name_len: u16,
+    enabled: bool,
+}
+
+impl Row {
+    fn name(&self) -> &str {
+        &self.text[..usize::from(self.name_len)]
+    }
+
+    fn params(&self) -> &str {
+        &self.text[usize::from(self.name_len)..]
+    }
+
+    fn next_fire(&self) -> Option<Timestamp> {
+        instant(self.next_fire_s, self.next_fire_ns)
+    }
+
+    fn set_next_fire(&mut self, at: Option<Timestamp>) {
+        (self.next_fire_s, self.next_fire_ns) = parts(at);
+    }
+
+    fn job(&self, id: JobId) -> JobDef {
+        let p = &*self.profile;
+        JobDef {
+            id: Some(id),
+            name: JobName::stored(self.name()),
+            group: p.group.clone(),
+            handler_type: p.handler_type.clone(),
+            params_json: self.params().to_string(),
+            schedule: p.schedule.clone(),
+            enabled: self.enabled,
+            effective_from: p.effective_from,
+            expires_at: p.expires_at,
+            timeout: p.timeout,
+            retry: p.retry.clone(),
+            misfire: p.misfire,
+            overlap: p.overlap,
+            priority: p.priority,
+            dependencies: p.dependencies.clone(),
+            dependency_wait: p.dependency_wait,
+            node_tag: p.node_tag.clone(),
+            application: p.application.clone(),
+            owner: p.owner.clone(),
+            description: p.description.clone(),
+            isolation: p.isolation,
+            on_success: p.on_success.clone(),
+            on_failure: p.on_failure.clone(),
+            next_fire: self.next_fire(),
+            version: self.version,
+            updated_at: instant(self.updated_at_s, self.updated_at_ns),
+        }
+    }
+}
+
+/// An instant as (seconds, nanoseconds), [`NONE`] seconds for none.
+fn parts(at: Option<Timestamp>) -> (i64, i32) {
+    at.map_or((NONE, 0), |t| (t.as_second(), t.subsec_nanosecond()))
+}
+
+/// The instant [`parts`] split.
+fn instant(second: i64, nanos: i32) -> Option<Timestamp> {
+    (second != NONE).then(|| Timestamp::new(second, nanos).expect("an instant that was stored"))
+}
+
+/// A page of [`PAGE`] row slots and how many hold a row.
+#[derive(Debug)]
+struct Page {
+    rows: Box<[Option<Row>]>,
+    used: u32,
+}
+
+/// A read-only view of one stored job, for the store's indexes and scans (no `JobDef` built).
+#[derive(Clone, Copy)]
+pub(super) struct JobRef<'a>(&'a Row);
+
+impl<'a> JobRef<'a> {
+    pub(super) fn enabled(self) -> bool {
+        self.0.enabled
+    }
+
+    pub(super) fn next_fire(self) -> Option<Timestamp> {
+        self.0.next_fire()
+    }
+
+    pub(super) fn version(self) -> u64 {
+        self.0.version
+    }
+
+    pub(super) fn priority(self) -> Priority {
+        self.0.profile.priority
+    }
+
+    /// [`JobDef::is_recurring`] of the stored job.
+    pub(super) fn recurring(self) -> bool {
+        self.0
+            .profile
+            .schedule
+            .as_ref()
+            .is_some_and(|s| !matches!(s.rule(), Rule::Once(_)))
+    }
+
+    pub(super) fn node_tag(self) -> Option<&'a str> {
+        self.0.profile.node_tag.as_deref()
+    }
+
+    pub(super) fn misfire(self) -> MisfirePolicy {
+        self.0.profile.misfire
+    }
+
+    pub(super) fn overlap(self) -> OverlapPolicy {
+        self.0.profile.overlap
+    }
+
+    pub(super) fn name(self) -> JobName {
+        JobName::stored(self.0.name())
+    }
+}
+
+/// The job rows with their name index and the intern table of their profiles.
+#[derive(Default)]
+pub(super) struct Jobs {
+    pages: BTreeMap<i64, Page>,
+    /// (hash of the name, id) of every row.
+    names: BTreeSet<(u64, JobId)>,
+    /// One entry per distinct profile of the rows.
+    profiles: HashSet<Shared>,
+    hasher: RandomState,
+}
+
+/// The page key and slot of `id`.
+fn slot(id: JobId) -> (i64, usize) {
+    (id.0.div_euclid(PAGE), id.0.rem_euclid(PAGE) as usize)
+}
+
+impl Jobs {
+    fn row(&self, id: JobId) -> Option<&Row> {
+        let (page, at) = slot(id);
+        self.pages.get(&page)?.rows[at].as_ref()
+    }
+
+    fn hash(&self, name: &str) -> u64 {
+        self.hasher.hash_one(name)
+    }
+
+    /// Job `id`, as it was stored.
+    pub(super) fn get(&self, id: JobId) -> Option<JobDef> {
+        self.row(id).map(|r| r.job(id))
+    }
+
+    /// A view of job `id`.
+    pub(super) fn view(&self, id: JobId) -> Option<JobRef<'_>> {
+        self.row(id).map(JobRef)
+    }
+
+    pub(super) fn contains(&self, id: JobId) -> bool {
+        self.row(id).is_some()
+    }
+
+    /// The id of the job named `name`.
+    pub(super) fn id_of(&self, name: &str) -> Option<JobId> {
+        let h = self.hash(name);
+        self.names
+            .range((h, JobId(i64::MIN))..=(h, JobId(i64::MAX)))
+            .map(|&(_, id)| id)
+            .find(|&id| self.row(id).is_some_and(|r| r.name() == name))
+    }
+
+    /// Every job in id order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = JobDef> + '_ {
+        self.pages.iter().flat_map(|(page, p)| {
+            p.rows.iter().enumerate().filter_map(move |(at, r)| {
+                r.as_ref().map(|r| r.job(JobId(page * PAGE + at as i64)))
+            })
+        })
+    }
+
+    /// Stores `job` under its id (which it must have), in place of the row there.
+    pub(super) fn insert(&mut self, job: &JobDef) {
+        let Some(id) = job.id else { return };
+        self.remove(id);
+        let shared = Shared(Arc::new(Profile::of(job)));
+        let profile = match self.profiles.get(&shared) {
+            Some(s) => s.0.clone(),
+            None => {
+                self.profiles.insert(shared.clone());
+                shared.0
+            }
+        };
+        let name = job.name.as_str();
+        let (next_fire_s, next_fire_ns) = parts(job.next_fire);
+        let (updated_at_s, updated_at_ns) = parts(job.updated_at);
+        let row = Row {
+            text: format!("{name}{}", job.params_json).into_boxed_str(),
+            profile,
+            version: job.version,
+            next_fire_s,
+            updated_at_s,
+            next_fire_ns,
+            updated_at_ns,
+            name_len: u16::try_from(name.len()).expect("a name of at most 200 characters"),
+            enabled: job.enabled,
+        };
+        self.names.insert((self.hash(name), id));
+        let (page, at) = slot(id);
+        let page = self.pages.entry(page).or_insert_with(|| Page {
+            rows: (0..PAGE).map(|_| None).collect(),
+            used: 0,
+        });
+        page.rows[at] = Some(row);
+        page.used += 1;
+    }
+
+    /// Removes job `id`; whether there was one.
+    pub(super) fn remove(&mut self, id: JobId) -> bool {
+        let (key, at) = slot(id);
+        let Some(page) = self.pages.get_mut(&key) else {
+            return false;
+        };
+        let Some(row) = page.rows[at].take() else {
+            return false;
+        };
+        page.used -= 1;
+        if page.used == 0 {
+            self.pages.remove(&key);
+        }
+        self.names.remove(&(self.hash(row.name()), id));
+        // The table's copy and this row's: the last row of the profile is going.
+        if Arc::strong_count(&row.profile) == 2 {
+            self.profiles.remove(&Shared(row.profile));
+        }
+        true
+    }
+
+    /// Sets job `id`'s next fire (nothing when there is no such job).
+    pub(super) fn set_next_fire(&mut self, id: JobId, at: Option<Timestamp>) {
+        let (page, slot) = slot(id);
+        if let Some(row) = self
+            .pages
+            .get_mut(&page)
+            .and_then(|p| p.rows[slot].as_mut())
+        {
+            row.set_next_fire(at);
+        }
+    }
+
+    /// An empty table that hashes names as this one does (for comparing indexes).
+    #[cfg(test)]
+    pub(super) fn empty_like(&self) -> Jobs {
+        Jobs {
+            hasher: self.hasher.clone(),
+            ..Jobs::default()
+        }
+    }
+
+    /// Asserts that the name index and the intern table are those `fresh`, built from the
+    /// same rows, has.
+    #[cfg(test)]
+    pub(super) fn assert_same_indexes(&self, fresh: &Jobs) {
+        assert_eq!(self.names, fresh.names, "names index");
+        assert_eq!(self.profiles, fresh.profiles, "profile table");
+        let used: Vec<(i64, u32)> = self.pages.iter().map(|(k, p)| (*k, p.used)).collect();
+        let counted: Vec<(i64, u32)> = self
+            .pages
+            .iter()
+            .map(|(k, p)| (*k, p.rows.iter().filter(|r| r.is_some()).count() as u32))
+            .collect();
+        assert_eq!(used, counted, "page counts");
+        assert!(used.iter().all(|(_, n)| *n > 0), "no empty page kept");
+    }
+}
+
+/// The jobs as `JobDef`s by id (what a reader compares; the layout is an implementation
+/// detail).
+impl fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.iter().map(|j| (j.id, j)))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Exponential;
+    use crate::schedule::Zone;
+
+    fn job(id: i64, name: &str) -> JobDef {
+        let mut j = JobDef::new(name, "a::b").unwrap();
+        j.id = Some(JobId(id));
+        j
+    }
+
+    #[test]
+    fn a_row_is_64_bytes() {
+        assert_eq!(size_of::<Row>(), 64);
+        assert_eq!(size_of::<Option<Row>>(), 64);
+    }
+
+    /// Every field reads back exactly, nanoseconds and instants before 1970 included.
+    #[test]
+    fn a_job_reads_back_as_stored() {
+        let mut j = job(7, "every-field");
+        j.group = Some("g".into());
+        j.params_json = r#"{"line":"L12","batch":417}"#.into();
+        j.schedule = Some(Schedule::new(
+            Rule::Cron("0 0 * * MON-FRI".parse().unwrap()),
+            Zone::get("Europe/Berlin").unwrap(),
+        ));
+        j.enabled = false;
+        j.effective_from = Some(Timestamp::new(-86_401, -5).unwrap());
+        j.expires_at = Some(Timestamp::new(4_000_000_000, 999_999_999).unwrap());
+        j.timeout = Some(Duration::from_millis(1500));
+        j.retry = RetryPolicy::new(
+            3,
+            Backoff::Exponential(
+                Exponential::new(Duration::from_secs(1), 2.0, Duration::from_secs(60), -0.0)
+                    .unwrap(),
+            ),
+        );
+        j.priority = Priority::new(3).unwrap();
+        j.dependencies = vec![JobName::new("d").unwrap()];
+        j.dependency_wait = Some(Duration::from_secs(5));
+        j.node_tag = Some("tag".into());
+        j.application = Some("app".into());
+        j.owner = Some("me".into());
+        j.description = Some("text".into());
+        j.isolation = Isolation::Process;
+        j.on_success = vec![JobName::new("s").unwrap()];
+        j.on_failure = vec![JobName::new("f").unwrap()];
+        j.next_fire = Some(Timestamp::new(-1, -500_000_000).unwrap());
+        j.version = u64::MAX;
+        j.updated_at = Some(Timestamp::new(1_700_000_000, 123_456_789).unwrap());
+        let mut jobs = Jobs::default();
+        jobs.insert(&j);
+        assert_eq!(jobs.get(JobId(7)), Some(j.clone()));
+        let got = jobs.get(JobId(7)).unwrap();
+        let Some(Rule::Cron(c)) = got.schedule.as_ref().map(Schedule::rule) else {
+            panic!("a cron schedule")
+        };
+        assert_eq!(c.as_str(), "0 0 * * MON-FRI");
+        let Backoff::Exponential(e) = &got.retry.backoff else {
+            panic!("exponential")
+        };
+        assert!(e.jitter().is_sign_negative());
+        assert_eq!(jobs.id_of("every-field"), Some(JobId(7)));
+        assert_eq!(jobs.id_of("every-fiel"), None);
+    }
+
+    /// Jobs written alike share one profile; one spelled differently (an equal cron
+    /// expression, a `-0.0` jitter) gets its own and reads back with its own spelling.
+    #[test]
+    fn profiles_are_shared_only_when_identical() {
+        let cron = |text: &str| {
+            Some(Schedule::new(
+                Rule::Cron(text.parse().unwrap()),
+                Zone::utc(),
+            ))
+        };
+        let mut jobs = Jobs::default();
+        for i in 1..=100 {
+            let mut j = job(i, &format!("j{i}"));
+            j.schedule = cron("0 0 * * 1-5");
+            j.params_json = format!("{{\"n\":{i}}}");
+            jobs.insert(&j);
+        }
+        assert_eq!(jobs.profiles.len(), 1);
+        let mut other = job(101, "other");
+        other.schedule = cron("0 0 * * MON-FRI");
+        assert_eq!(other.schedule, cron("0 0 * * 1-5"), "equal in meaning");
+        jobs.insert(&other);
+        assert_eq!(jobs.profiles.len(), 2);
+        assert_eq!(jobs.get(JobId(101)), Some(other));
+        assert_eq!(
+            jobs.get(JobId(5)).unwrap().schedule.unwrap().rule(),
+            &Rule::Cron("0 0 * * 1-5".parse().unwrap())
+        );
+        let jitter = |j: f64| {
+            RetryPolicy::new(
+                1,
+                Backoff::Exponential(
+                    Exponential::new(Duration::from_secs(1), 2.0, Duration::from_secs(9), j)
+                        .unwrap(),
+                ),
+            )
+        };
+        let mut plus = job(102, "plus");
+        plus.retry = jitter(0.0);
+        let mut minus = job(103, "minus");
+        minus.retry = jitter(-0.0);
+        jobs.insert(&plus);
+        jobs.insert(&minus);
+        assert_eq!(jobs.profiles.len(), 4);
+        assert_eq!(jobs.get(JobId(103)), Some(minus.clone()));
+        let Backoff::Exponential(e) = jobs.get(JobId(103)).unwrap().retry.backoff else {
+            panic!("exponential")
+        };
+        assert!(e.jitter().is_sign_negative());
+        // The last row of a profile takes it out of the table; its page goes with its rows.
+        assert!(jobs.remove(JobId(103)));
+        assert!(!jobs.remove(JobId(103)));
+        assert_eq!(jobs.profiles.len(), 3);
+        for i in 1..=100 {
+            assert!(jobs.remove(JobId(i)));
+        }
+        assert_eq!(jobs.profiles.len(), 2);
+        assert_eq!(
+            jobs.pages.len(),
+            1,
+            "only page 1 (ids 64..128) still has rows"
+        );
+        assert_eq!(jobs.id_of("j5"), None);
+        assert_eq!(jobs.id_of("other"), Some(JobId(101)));
+    }
+
+    /// Replacing a row moves its name in the index; names that share a hash are told apart by
+    /// the row's name.
+    #[test]
+    fn the_name_index_follows_the_rows() {
+        let mut jobs = Jobs::default();
+        jobs.insert(&job(1, "a"));
+        let mut renamed = job(1, "b");
+        renamed.version = 2;
+        jobs.insert(&renamed);
+        assert_eq!(jobs.id_of("a"), None);
+        assert_eq!(jobs.id_of("b"), Some(JobId(1)));
+        // A hash shared by two names: both entries under one hash, each found by its name.
+        let h = jobs.hash("b");
+        jobs.insert(&job(2, "c"));
+        jobs.names.remove(&(jobs.hash("c"), JobId(2)));
+        jobs.names.insert((h, JobId(2)));
+        assert_eq!(jobs.id_of("b"), Some(JobId(1)));
+        assert_eq!(jobs.names.range((h, JobId(0))..=(h, JobId(9))).count(), 2);
+        assert_eq!(
+            jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+            [Some(JobId(1)), Some(JobId(2))]
+        );
+    }
+}
