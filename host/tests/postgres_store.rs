@@ -578,3 +578,106 @@ fn a_finish_whose_commit_answer_is_lost_continues_once() {
         schemas.drop_all().await;
     });
 }
+
+/// Finishes that meet in one batch (group commit) and lose their COMMIT answer: every caller
+/// gets its own run as finished — none is turned into a loss or written twice — each
+/// attempt ends once and each parent's continuation exists once.
+#[test]
+fn a_batch_of_finishes_whose_commit_answer_is_lost_is_resolved_for_each() {
+    let Some(url) = url() else { return };
+    let config: tokio_postgres::Config = url.parse().expect("url");
+    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(h)), p) => (h.clone(), p.copied().unwrap_or(5432)),
+        _ => {
+            eprintln!("SKIPPED: needs a TCP TAKT_TEST_PG_URL");
+            return;
+        }
+    };
+    let proxy = common::proxy::Proxy::start(format!("{host}:{port}"));
+    let user = config.get_user().unwrap_or("postgres");
+    let db = config.get_dbname().unwrap_or(user);
+    let via = format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port);
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let direct = schemas.open(&schema).await;
+        let t0 = conformance::claims_now();
+        let child = JobDef::new("child", "conformance::noop").expect("job");
+        direct.job_insert(&child, t0).await.expect("insert child");
+        let parents = 8;
+        for i in 0..parents {
+            let mut parent = JobDef::new(&format!("parent-{i}"), "conformance::noop").expect("job");
+            parent.next_fire = Some(t0);
+            parent.on_success = vec![takt_core::job::JobName::new("child").expect("name")];
+            direct.job_insert(&parent, t0).await.expect("insert parent");
+        }
+        let params = ClaimParams {
+            node: NodeId("flaky".into()),
+            instance: takt_core::node::InstanceId("test-life".into()),
+            tags: Vec::new(),
+            now: t0,
+            limit: parents,
+            lease: Duration::from_secs(60),
+        };
+        let claimed = direct.run_claim_due(&params).await.expect("claim");
+        assert_eq!(claimed.len(), parents);
+        let finishes: Vec<_> = claimed
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut run = c.run.clone();
+                run.apply(
+                    takt_core::run::RunEvent::Succeeded {
+                        result_json: Some(format!("{{\"parent\":{i}}}")),
+                    },
+                    t0,
+                    &takt_core::policy::RetryPolicy::default(),
+                )
+                .expect("legal");
+                (
+                    c.run.clone(),
+                    takt_core::store::RunFinish::from_run(&run, t0),
+                )
+            })
+            .collect();
+        let mut opts = PgOptions::new(&via).with_schema(&schema).with_pool_size(2);
+        opts.pool.connect_timeout = Duration::from_secs(2);
+        let flaky = PgStore::connect(&opts)
+            .await
+            .expect("connect through the proxy");
+        // Two: the first caller may find the pool's connection at once and commit alone; the
+        // finishes queued behind it then meet in the next batch.
+        proxy.lose_commit_answers(2);
+        let answers = conformance::join_all(
+            finishes
+                .iter()
+                .map(|(run, fin)| {
+                    flaky.run_set_state_if_running(run.id.expect("id"), run.attempt, fin)
+                })
+                .collect(),
+        )
+        .await;
+        let stats = flaky.finish_stats();
+        assert!(
+            stats.lost_commits >= 1,
+            "a batch of several finishes lost its COMMIT answer (the test proves the \
+             resolution): {stats:?}"
+        );
+        proxy.lose_commit_answers(0);
+        for ((run, fin), answer) in finishes.iter().zip(answers) {
+            let id = run.id.expect("id");
+            let done = answer.expect("a lost COMMIT answer is resolved by reading the run back");
+            assert_eq!(done.id, Some(id), "each caller gets its own run");
+            assert_eq!(done.state, RunState::Succeeded);
+            assert_eq!(done.result_json, fin.result_json, "each its own result");
+            assert_eq!(done.attempt, run.attempt, "finished, not run again");
+            let attempts = direct.run_attempts(id).await.expect("attempts");
+            assert_eq!(attempts.len(), 1, "one attempt: {attempts:?}");
+            assert_eq!(attempts[0].finished_at, Some(t0), "the attempt ended");
+            let children = direct.run_children(id).await.expect("children");
+            assert_eq!(children.len(), 1, "one continuation, not two: {children:?}");
+        }
+        schemas.drop_all().await;
+    });
+}

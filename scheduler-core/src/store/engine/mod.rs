@@ -26,13 +26,15 @@ pub mod continuation;
 mod depend;
 mod dialect;
 mod fail;
+mod finish;
 mod group;
 mod pause;
 mod slot;
 
-pub use continuation::continue_after;
+pub use continuation::{continue_after, continue_after_job};
 pub use dialect::{Conn, Dialect, FinishWrite, NextFireMove, PendingDue, Res, Session};
 pub use fail::{Fail, RETRY_PAUSES_MS, Retry, retrying, retrying_resolving};
+pub use finish::{FinishQueue, FinishStats, MAX_FINISH_BATCH, finish_alone};
 pub use slot::{Checkout, Slot};
 
 use std::sync::Arc;
