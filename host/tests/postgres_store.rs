@@ -579,6 +579,121 @@ fn a_finish_whose_commit_answer_is_lost_continues_once() {
     });
 }
 
+/// Finishes that end while another is being written are committed together (group commit):
+/// far fewer batches than finishes, and every caller answered with its own run — a retry, a
+/// final state with its continuation, a stale attempt refused — as stored.
+#[test]
+fn finishes_that_meet_are_committed_together() {
+    let Some(url) = url() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let store = schemas.open(&schema).await;
+        let t0 = conformance::claims_now();
+        let child = JobDef::new("child", "conformance::noop").expect("job");
+        store.job_insert(&child, t0).await.expect("insert child");
+        let runs = 24;
+        for i in 0..runs {
+            let mut job = JobDef::new(&format!("finisher-{i}"), "conformance::noop").expect("job");
+            job.next_fire = Some(t0);
+            job.on_success = vec![takt_core::job::JobName::new("child").expect("name")];
+            job.retry =
+                takt_core::policy::RetryPolicy::new(1, takt_core::policy::Backoff::seed_default());
+            store.job_insert(&job, t0).await.expect("insert");
+        }
+        let params = ClaimParams {
+            node: NodeId("n".into()),
+            instance: takt_core::node::InstanceId("n-life".into()),
+            tags: Vec::new(),
+            now: t0,
+            limit: runs,
+            lease: Duration::from_secs(60),
+        };
+        let claimed = store.run_claim_due(&params).await.expect("claim");
+        assert_eq!(claimed.len(), runs);
+        // Even runs succeed, odd ones fail into their retry; one stale attempt on top.
+        let mut calls: Vec<_> = claimed
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut run = c.run.clone();
+                let event = if i % 2 == 0 {
+                    takt_core::run::RunEvent::Succeeded {
+                        result_json: Some(format!("{{\"i\":{i}}}")),
+                    }
+                } else {
+                    takt_core::run::RunEvent::Failed {
+                        error: format!("boom {i}"),
+                        retryable: true,
+                    }
+                };
+                let retry = takt_core::policy::RetryPolicy::new(
+                    1,
+                    takt_core::policy::Backoff::seed_default(),
+                );
+                run.apply(event, t0, &retry).expect("legal");
+                (
+                    c.run.clone(),
+                    c.run.attempt,
+                    takt_core::store::RunFinish::from_run(&run, t0),
+                )
+            })
+            .collect();
+        let stale = calls[0].clone();
+        calls.push((stale.0, stale.1 + 1, stale.2));
+        let before = store.finish_stats();
+        let answers = conformance::join_all(
+            calls
+                .iter()
+                .map(|(run, attempt, fin)| {
+                    store.run_set_state_if_running(run.id.expect("id"), *attempt, fin)
+                })
+                .collect(),
+        )
+        .await;
+        let stats = store.finish_stats();
+        let batches = stats.batches - before.batches;
+        assert!(
+            batches < calls.len() as u64 / 2,
+            "{} finishes at once are committed in a few batches, not {batches}",
+            calls.len()
+        );
+        for (k, ((run, _, fin), answer)) in calls.iter().zip(&answers).enumerate() {
+            let id = run.id.expect("id");
+            if k == runs {
+                let e = answer.as_ref().expect_err("a stale attempt is refused");
+                assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}");
+                continue;
+            }
+            let done = answer.as_ref().expect("finish");
+            assert_eq!(done.id, Some(id), "finish {k}: its own run");
+            assert_eq!(done.state, fin.state, "finish {k}: its own state");
+            assert_eq!(
+                done.result_json, fin.result_json,
+                "finish {k}: its own result"
+            );
+            assert_eq!(done.error, fin.error, "finish {k}: its own error");
+            let stored = store.run_get(id).await.expect("get").expect("run");
+            assert_eq!(&stored, done, "finish {k}: answered as stored");
+            let children = store.run_children(id).await.expect("children");
+            let want = usize::from(k % 2 == 0);
+            assert_eq!(
+                children.len(),
+                want,
+                "finish {k}: its continuations: {children:?}"
+            );
+            let attempts = store.run_attempts(id).await.expect("attempts");
+            assert_eq!(
+                attempts[0].finished_at,
+                Some(t0),
+                "finish {k}: its attempt ended"
+            );
+        }
+        schemas.drop_all().await;
+    });
+}
+
 /// Finishes that meet in one batch (group commit) and lose their COMMIT answer: every caller
 /// gets its own run as finished — none is turned into a loss or written twice — each
 /// attempt ends once and each parent's continuation exists once.
