@@ -694,6 +694,112 @@ fn finishes_that_meet_are_committed_together() {
     });
 }
 
+/// A caller that gives up while it is writing a batch of finishes (its future dropped, here by
+/// a timeout) hands the queue on: every other caller is still answered with its own run, and
+/// the dropped one's run is either finished or still running, never half-written.
+#[test]
+fn a_finish_dropped_while_writing_hands_the_queue_on() {
+    let Some(url) = url() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let schemas = Schemas::new(&url);
+        let schema = schemas.fresh();
+        let store = schemas.open(&schema).await;
+        let t0 = conformance::claims_now();
+        let runs = 8;
+        for i in 0..runs {
+            let mut job = JobDef::new(&format!("dropper-{i}"), "conformance::noop").expect("job");
+            job.next_fire = Some(t0);
+            store.job_insert(&job, t0).await.expect("insert");
+        }
+        let params = ClaimParams {
+            node: NodeId("n".into()),
+            instance: takt_core::node::InstanceId("n-life".into()),
+            tags: Vec::new(),
+            now: t0,
+            limit: runs,
+            lease: Duration::from_secs(60),
+        };
+        let claimed = store.run_claim_due(&params).await.expect("claim");
+        assert_eq!(claimed.len(), runs);
+        let calls: Vec<_> = claimed
+            .iter()
+            .map(|c| {
+                let mut run = c.run.clone();
+                run.apply(
+                    takt_core::run::RunEvent::Succeeded { result_json: None },
+                    t0,
+                    &takt_core::policy::RetryPolicy::default(),
+                )
+                .expect("legal");
+                (
+                    c.run.clone(),
+                    takt_core::store::RunFinish::from_run(&run, t0),
+                )
+            })
+            .collect();
+        // A queue nobody drains would leave the others waiting for ever: fail instead.
+        let answers = tokio::time::timeout(
+            Duration::from_secs(60),
+            conformance::join_all(
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (run, fin))| {
+                        let store = &store;
+                        async move {
+                            let call = store.run_set_state_if_running(
+                                run.id.expect("id"),
+                                run.attempt,
+                                fin,
+                            );
+                            if k > 0 {
+                                return Some(call.await);
+                            }
+                            // The first caller drains the queue; it gives up when polled again
+                            // (mid-batch: the others queued behind it on the first round).
+                            let mut call = Box::pin(call);
+                            let mut polled_once = false;
+                            std::future::poll_fn(move |cx| {
+                                if std::mem::replace(&mut polled_once, true) {
+                                    // Returning drops `call` with the future, mid-batch.
+                                    return std::task::Poll::Ready(None);
+                                }
+                                let polled = call.as_mut().poll(cx).map(Some);
+                                if polled.is_pending() {
+                                    cx.waker().wake_by_ref();
+                                }
+                                polled
+                            })
+                            .await
+                        }
+                    })
+                    .collect(),
+            ),
+        )
+        .await
+        .expect("the queue was handed on: every other caller was answered");
+        assert!(answers[0].is_none(), "the first caller gave up mid-batch");
+        for (k, ((run, _), answer)) in calls.iter().zip(answers).enumerate() {
+            let id = run.id.expect("id");
+            let stored = store.run_get(id).await.expect("get").expect("run");
+            match answer {
+                Some(answer) => {
+                    let done = answer.expect("finish");
+                    assert_eq!(done.id, Some(id), "finish {k}: its own run");
+                    assert_eq!(done.state, RunState::Succeeded, "finish {k}");
+                    assert_eq!(stored, done, "finish {k}: answered as stored");
+                }
+                None => assert!(
+                    matches!(stored.state, RunState::Running | RunState::Succeeded),
+                    "the dropped finish is written whole or not at all: {stored:?}"
+                ),
+            }
+        }
+        schemas.drop_all().await;
+    });
+}
+
 /// Finishes that meet in one batch (group commit) and lose their COMMIT answer: every caller
 /// gets its own run as finished — none is turned into a loss or written twice — each
 /// attempt ends once and each parent's continuation exists once.

@@ -305,9 +305,17 @@ impl FinishQueue {
             turn.draining = true;
         }
         let answer = loop {
-            self.drain(d).await;
+            let wrote = self.drain(d).await;
             if let Some(answer) = turn.reply.take_answer() {
                 break answer;
+            }
+            if !wrote {
+                // The drainer's own finish waits in the queue until it drains it; an empty
+                // queue here is a bug, reported rather than spun on.
+                break Err(StoreError::other(
+                    "a finish left the batch queue unanswered; report this as a bug",
+                )
+                .into());
             }
         };
         turn.done = true;
@@ -315,28 +323,32 @@ impl FinishQueue {
         answer
     }
 
-    /// Writes one batch and answers its callers.
-    async fn drain<D: Dialect>(&self, d: &D) {
+    /// Writes one batch and answers its callers; `false` when nothing was queued.
+    async fn drain<D: Dialect>(&self, d: &D) -> bool {
         let session = d.session(WHAT).await;
         // Taken once the session is at hand: the finishes queued while it was being found
         // join this batch.
         let mut batch = Batch(lock(&self.queue).take());
         if batch.0.is_empty() {
-            // Not reached: the drainer's own finish waits in the queue until it drains.
-            return;
+            return false;
         }
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.batched
             .fetch_add(batch.0.len() as u64, Ordering::Relaxed);
         let mut s = match session {
             Ok(s) => s,
-            Err(f) => return batch.answer_all(&f),
+            Err(f) => {
+                batch.answer_all(&f);
+                return true;
+            }
         };
         if let [e] = batch.0.as_slice() {
             // Alone: exactly the unbatched path (a retry stays one statement on its own).
             let answer = finish_on(&mut s, e.id, e.attempt, &e.write).await;
-            let e = batch.0.pop().expect("one entry");
-            return e.reply.answer(answer);
+            if let Some(e) = batch.0.pop() {
+                e.reply.answer(answer);
+            }
+            return true;
         }
         let written = match s.begin(WHAT).await {
             Ok(tx) => write_batch(tx, &batch.0).await,
@@ -356,12 +368,18 @@ impl FinishQueue {
             }
             Err(_) => {
                 // Rolled back (the transaction was dropped): each alone, with its own answer.
-                for e in std::mem::take(&mut batch.0) {
+                // Each stays in the batch while it is written, so a drop meanwhile answers
+                // it and those after it (as unknown) instead of leaving them waiting.
+                batch.0.reverse();
+                while let Some(e) = batch.0.last() {
                     let answer = finish_on(&mut s, e.id, e.attempt, &e.write).await;
-                    e.reply.answer(answer);
+                    if let Some(e) = batch.0.pop() {
+                        e.reply.answer(answer);
+                    }
                 }
             }
         }
+        true
     }
 }
 
