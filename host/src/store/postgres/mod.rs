@@ -15,6 +15,11 @@
 //! NOTHING RETURNING …`. The unique key, not the lock, is what makes a fire run once: a node
 //! whose lock was lost (or a hand-made row) can never add a second run of one fire.
 //!
+//! **Finishing** is group commit: the finishes that end while one is being written queue in
+//! the engine's `FinishQueue` and go together in one transaction — one `UPDATE … FROM
+//! unnest(…)` over their compare-and-sets and attempt ends, their continuations, one COMMIT
+//! — each answered after it; alone, a finish is the one-statement finish as before.
+//!
 //! **Transient errors** (a lost connection, a serialization failure, a deadlock victim, a
 //! server shutting down, a full pool) are retried with backoff inside the store when nothing
 //! was committed. An error *during* a commit leaves the outcome unknown; the claim resolves it

@@ -6,7 +6,7 @@
 //! resolved, what recovery does, the one-process-per-node rule, which calls are retried after
 //! a transient failure and what every shared error says. A backend is a [`Dialect`] — its SQL,
 //! its transactions, its error mapping and its real special cases (PostgreSQL's one-statement
-//! finish and `NOTIFY`, SQLite's finishing thread and file lock, SQL Server's lock hints) —
+//! finish, its finishes committed together through [`FinishQueue`], and `NOTIFY`, SQLite's finishing thread and file lock, SQL Server's lock hints) —
 //! and a store type that holds an `Engine` of it and says so through [`DialectStore`], which
 //! gives it the [`Store`] implementation. The memory store is the first dialect, so the
 //! reference and the databases share the rules instead of imitating each other, and the
