@@ -164,6 +164,7 @@ where
     check!(concurrent_alert_opens_have_one_winner if concurrent_claims);
     check!(alert_deliveries_round_trip_newest_first);
     check!(continuations_run_once_per_final_state);
+    check!(concurrent_finishes_each_get_their_own_answer if concurrent_claims);
     check!(logs_are_ordered_and_batched if logs);
     check!(retention_purges_only_old_final_runs_and_their_logs if retention);
     assert_eq!(
@@ -176,7 +177,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 49;
+pub const CHECKS: usize = 50;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -229,6 +230,29 @@ pub async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
         (Some(a), Some(b)) => (a, b),
         _ => unreachable!("poll_fn returned before both futures finished"),
     }
+}
+
+/// Polls every future in turn until all are done (many callers on one task, racing in the
+/// store as their awaits interleave); their outputs in order.
+pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (f, out) in futures.iter_mut().zip(outs.iter_mut()) {
+            if out.is_none()
+                && let Poll::Ready(v) = f.as_mut().poll(cx)
+            {
+                *out = Some(v);
+            }
+        }
+        if outs.iter().all(Option::is_some) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    outs.into_iter().flatten().collect()
 }
 
 /// Returns `Pending` once (after waking itself), so interleaved claimers take turns.
@@ -1856,6 +1880,150 @@ pub async fn recurring_fires_get_half_of_a_full_claim<S: Store>(store: S) {
         rest.is_empty(),
         "everything due was claimed once: {:?}",
         names(rest)
+    );
+}
+
+/// Many finishes at once (a server store writes those that meet in one batch, group
+/// commit): each gets its own answer — its own columns, or a refusal for a stale attempt or
+/// a second finish of one run — each attempt ends once, and each final state starts its
+/// continuations once, even when every parent's child wants the same instant.
+pub async fn concurrent_finishes_each_get_their_own_answer<S: Store>(store: S) {
+    let mut notify = manual("notify");
+    notify.next_fire = None;
+    let notify = insert(&store, notify).await;
+    let name = JobName::new("notify").expect("valid name");
+    let parents = 6;
+    for i in 0..parents {
+        let mut job = manual(&format!("finisher-{i}"));
+        job.on_success = vec![name.clone()];
+        job.on_failure = vec![name.clone()];
+        if i == parents - 1 {
+            job.retry = seed_retries(2);
+        }
+        insert(&store, job).await;
+    }
+    let mut runs: Vec<Run> = claim_all(&store, at(1))
+        .await
+        .into_iter()
+        .map(|c| c.run)
+        .collect();
+    runs.sort_by_key(|r| r.id);
+    assert_eq!(runs.len(), parents, "every finisher claimed");
+    // Runs 0..=3 succeed (each with its own result), 4 fails for good, 5 fails into a retry.
+    let mut wanted = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let job = store
+            .job_get(run.job_id)
+            .await
+            .expect("job get")
+            .expect("job");
+        let event = if i < 4 {
+            RunEvent::Succeeded {
+                result_json: Some(format!("{{\"run\":{i}}}")),
+            }
+        } else {
+            RunEvent::Failed {
+                error: format!("boom {i}"),
+                retryable: true,
+            }
+        };
+        let mut after = run.clone();
+        after.apply(event, at(5), &job.retry).expect("legal event");
+        wanted.push((i, run.attempt, RunFinish::from_run(&after, at(5))));
+    }
+    // A stale attempt of run 0, and a second finish of run 1 racing its first.
+    let stale = (0, runs[0].attempt + 1, wanted[0].2.clone());
+    let second = (
+        1,
+        runs[1].attempt,
+        RunFinish {
+            result_json: Some("{\"run\":\"second\"}".into()),
+            ..wanted[1].2.clone()
+        },
+    );
+    let calls: Vec<_> = wanted.iter().cloned().chain([stale, second]).collect();
+    let answers = join_all(
+        calls
+            .iter()
+            .map(|(i, attempt, fin)| {
+                store.run_set_state_if_running(runs[*i].id.expect("id"), *attempt, fin)
+            })
+            .collect(),
+    )
+    .await;
+    let (stale_answer, second_answer) = (&answers[parents], &answers[parents + 1]);
+    match stale_answer {
+        Err(e) => assert_eq!(e.kind(), StoreErrorKind::Conflict, "stale attempt: {e}"),
+        Ok(run) => panic!("a finish of a stale attempt was written: {run:?}"),
+    }
+    match (&answers[1], second_answer) {
+        (Ok(_), Err(e)) | (Err(e), Ok(_)) => {
+            assert_eq!(e.kind(), StoreErrorKind::Conflict, "second finish: {e}");
+        }
+        other => panic!("two finishes of one run: exactly one is written, got {other:?}"),
+    }
+    for (k, (i, _, fin)) in calls.iter().enumerate().take(parents + 2) {
+        let Ok(answer) = &answers[k] else { continue };
+        let id = runs[*i].id.expect("id");
+        assert_eq!(answer.id, Some(id), "finish {k} answered with another run");
+        assert_eq!(answer.state, fin.state, "finish {k}: its own state");
+        assert_eq!(
+            answer.result_json, fin.result_json,
+            "finish {k}: its own result"
+        );
+        assert_eq!(answer.error, fin.error, "finish {k}: its own error");
+        let stored = store.run_get(id).await.expect("get").expect("run");
+        assert_eq!(&stored, answer, "finish {k}: the answer is what was stored");
+    }
+    for (i, run) in runs.iter().enumerate() {
+        let id = run.id.expect("id");
+        let stored = store.run_get(id).await.expect("get").expect("run");
+        let attempts = store.run_attempts(id).await.expect("attempts");
+        let first = attempts
+            .iter()
+            .find(|a| a.attempt == run.attempt)
+            .expect("the claimed attempt");
+        let outcome = if i < 4 {
+            AttemptOutcome::Succeeded
+        } else {
+            AttemptOutcome::Failed
+        };
+        assert_eq!(
+            first.outcome,
+            Some(outcome),
+            "run {i}: its attempt ended once"
+        );
+        assert_eq!(first.finished_at, Some(at(5)), "run {i}: its attempt's end");
+        let children = store.run_children(id).await.expect("children");
+        if i == parents - 1 {
+            assert_eq!(
+                stored.state,
+                RunState::Pending,
+                "run {i} waits for its retry"
+            );
+            assert_eq!(stored.attempt, run.attempt + 1, "run {i}: the next attempt");
+            assert!(
+                children.is_empty(),
+                "a retry continues with nothing: {children:?}"
+            );
+        } else {
+            assert!(stored.state.is_final(), "run {i} ended: {stored:?}");
+            assert_eq!(children.len(), 1, "run {i}: one continuation: {children:?}");
+            assert_eq!(children[0].job_id, notify.id.expect("id"));
+        }
+    }
+    let mut fires: Vec<Timestamp> = store
+        .runs_between(notify.id, at(0), at(60))
+        .await
+        .expect("runs")
+        .iter()
+        .map(|r| r.fire_time)
+        .collect();
+    fires.dedup();
+    assert_eq!(
+        fires.len(),
+        parents - 1,
+        "each continuation at its own instant"
     );
 }
 

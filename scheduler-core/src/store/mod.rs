@@ -183,7 +183,8 @@ impl From<TransitionError> for StoreError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     /// Several claimers on clones of one store (several nodes on one database) never get the
-    /// same (job, fire time).
+    /// same (job, fire time), and concurrent writers (finishes of different runs at once)
+    /// never lose each other's committed writes.
     pub concurrent_claims: bool,
     /// Run logs ([`Store::log_append`], [`Store::log_list`]).
     pub logs: bool,

@@ -22,7 +22,8 @@
 //! * `sp_getapplock` does not exist: the emulator migrates without the lock (one test process
 //!   at a time uses it).
 //! * A composite UNIQUE index is not enforced and READPAST skips no locked row: concurrent
-//!   claims are not exactly-once there, which the store declares
+//!   claims are not exactly-once there, and under load a finish committed beside
+//!   concurrent ones was seen lost (the run still running), which the store declares
 //!   (`Capabilities::concurrent_claims` false).
 //! * `CREATE DATABASE` does not parse and `Database=` does not separate data: the tests empty
 //!   the tables instead of using a database each.

@@ -28,8 +28,8 @@ use takt_core::store::{
 
 use super::error::{commit, pg};
 use super::rows::{
-    CLAIM_JOBS, FINISH, NODE_SELECT, Param, RunBatch, get_job, get_run, job_of, job_params, ms_of,
-    node_of, node_row, read_err, refs, run_of, st_opt, ts, update_run_if,
+    CLAIM_JOBS, FINISH, FINISH_MANY, NODE_SELECT, Param, RunBatch, get_job, get_run, job_of,
+    job_params, ms_of, node_of, node_row, read_err, refs, run_of, st_opt, ts, update_run_if,
 };
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
@@ -827,6 +827,91 @@ async fn finish(
     Ok(row.map(|r| run_of(&r, shown)).transpose()?)
 }
 
+/// Finishes of distinct runs in one statement ([`FINISH_MANY`]); one answer per finish, in
+/// order, matched by the returned run's id.
+async fn finish_many(
+    c: &impl GenericClient,
+    shown: &str,
+    finishes: &[(RunId, u32, &FinishWrite)],
+) -> Res<Vec<Option<Run>>> {
+    if let [(id, attempt, write)] = finishes {
+        return Ok(vec![finish(c, shown, *id, *attempt, write).await?]);
+    }
+    let n = finishes.len();
+    let mut id = Vec::with_capacity(n);
+    let mut attempt = Vec::with_capacity(n);
+    let mut state = Vec::with_capacity(n);
+    let mut error = Vec::with_capacity(n);
+    let mut result_json = Vec::with_capacity(n);
+    let mut elapsed = Vec::with_capacity(n);
+    let mut retry = Vec::with_capacity(n);
+    let mut next_attempt_at = Vec::with_capacity(n);
+    let mut finished_at = Vec::with_capacity(n);
+    let mut plugin = Vec::with_capacity(n);
+    let mut plugin_version = Vec::with_capacity(n);
+    let mut plugin_sha256 = Vec::with_capacity(n);
+    let mut end_at = Vec::with_capacity(n);
+    let mut outcome = Vec::with_capacity(n);
+    for (run, at, w) in finishes {
+        id.push(run.0);
+        attempt.push(i32::try_from(*at).unwrap_or(i32::MAX));
+        state.push(w.state.name());
+        error.push(w.error.as_deref());
+        result_json.push(w.result_json.as_deref());
+        elapsed.push(
+            w.elapsed
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        );
+        retry.push(w.retry);
+        next_attempt_at.push(w.next_attempt_at.map(ts));
+        finished_at.push(w.finished_at.map(ts));
+        let p = w.plugin.as_ref();
+        plugin.push(p.map(|p| p.name.as_str()));
+        plugin_version.push(p.map(|p| p.version.as_str()));
+        plugin_sha256.push(p.and_then(|p| p.sha256.as_deref()));
+        end_at.push(ts(w.attempt_end.at));
+        outcome.push(w.attempt_end.outcome.name());
+    }
+    let what = "finishing runs";
+    let stmt = c
+        .prepare_cached(&FINISH_MANY)
+        .await
+        .map_err(|e| pg(shown, what, e))?;
+    let rows = c
+        .query(
+            &stmt,
+            &[
+                &id,
+                &attempt,
+                &state,
+                &error,
+                &result_json,
+                &elapsed,
+                &retry,
+                &next_attempt_at,
+                &finished_at,
+                &plugin,
+                &plugin_version,
+                &plugin_sha256,
+                &end_at,
+                &outcome,
+            ],
+        )
+        .await
+        .map_err(|e| pg(shown, what, e))?;
+    let mut written = std::collections::HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let run = run_of(r, shown)?;
+        if let Some(id) = run.id {
+            written.insert(id, run);
+        }
+    }
+    Ok(finishes
+        .iter()
+        .map(|(id, _, _)| written.remove(id))
+        .collect())
+}
+
 async fn set_progress(
     c: &impl GenericClient,
     shown: &str,
@@ -1470,6 +1555,14 @@ impl Conn for PgConn<'_> {
     ) -> Res<Option<Run>> {
         let s = self.shown;
         on!(self, |c| finish(c, s, id, attempt, write).await)
+    }
+
+    async fn run_finish_many(
+        &mut self,
+        finishes: &[(RunId, u32, &FinishWrite)],
+    ) -> Res<Vec<Option<Run>>> {
+        let s = self.shown;
+        on!(self, |c| finish_many(c, s, finishes).await)
     }
 
     async fn run_set_progress_if_running(&mut self, id: RunId, progress: &Progress) -> Res<bool> {

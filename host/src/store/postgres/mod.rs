@@ -15,6 +15,11 @@
 //! NOTHING RETURNING …`. The unique key, not the lock, is what makes a fire run once: a node
 //! whose lock was lost (or a hand-made row) can never add a second run of one fire.
 //!
+//! **Finishing** is group commit: the finishes that end while one is being written queue in
+//! the engine's `FinishQueue` and go together in one transaction — one `UPDATE … FROM
+//! unnest(…)` over their compare-and-sets and attempt ends, their continuations, one COMMIT
+//! — each answered after it; alone, a finish is the one-statement finish as before.
+//!
 //! **Transient errors** (a lost connection, a serialization failure, a deadlock victim, a
 //! server shutting down, a full pool) are retried with backoff inside the store when nothing
 //! was committed. An error *during* a commit leaves the outcome unknown; the claim resolves it
@@ -35,7 +40,10 @@ use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use jiff::Timestamp;
-use takt_core::store::engine::{Dialect, DialectStore, Engine, Fail, Res, retrying};
+use takt_core::run::{Run, RunId};
+use takt_core::store::engine::{
+    Dialect, DialectStore, Engine, Fail, FinishQueue, FinishStats, FinishWrite, Res, retrying,
+};
 use takt_core::store::{Capabilities, StoreError, StoreErrorKind, StoreResult};
 use tokio_postgres::NoTls;
 
@@ -99,6 +107,8 @@ pub struct PgDialect {
     config: Arc<tokio_postgres::Config>,
     /// The LISTEN/NOTIFY channel of this installation (one per schema).
     channel: Arc<str>,
+    /// The finishes waiting to be committed together (one queue per pool, shared by clones).
+    finishes: Arc<FinishQueue>,
 }
 
 impl std::fmt::Debug for PgDialect {
@@ -134,6 +144,12 @@ impl Dialect for PgDialect {
 
     async fn pause(&self, what: &str, error: &StoreError, pause: Duration) {
         server_pause(what, error, pause).await;
+    }
+
+    /// Group commit: the finishes that end while one batch is being written are written
+    /// together in the next, in one statement over arrays and one COMMIT.
+    async fn finish(&self, id: RunId, attempt: u32, write: &FinishWrite) -> Res<Option<Run>> {
+        self.finishes.finish(self, id, attempt, write).await
     }
 }
 
@@ -196,6 +212,7 @@ impl PgStore {
             schema: options.schema.as_deref().map(Arc::from),
             config: Arc::new(config),
             channel,
+            finishes: Arc::default(),
         };
         retrying(&store, "connecting", || async {
             let mut client = store.client("connecting").await?;
@@ -236,6 +253,12 @@ impl PgStore {
     /// claimed) or found not committed (claimed again). Diagnostics for operators and tests.
     pub fn unknown_commits(&self) -> u64 {
         self.engine.unknown_commits()
+    }
+
+    /// How this store's (and its clones') finishes were committed: batches and the
+    /// finishes they held (group commit). Diagnostics for operators, tests and benchmarks.
+    pub fn finish_stats(&self) -> FinishStats {
+        self.engine.dialect().finishes.stats()
     }
 
     /// The database, as shown in messages (`postgres://user@host:port/db`, no password).

@@ -360,6 +360,40 @@ pub(super) static FINISH: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Finishes in one statement over arrays (a batch, [`takt_core::store::engine::FinishQueue`]):
+/// for each, what [`FINISH`] writes — the run's compare-and-set (running, with the finish's
+/// attempt) and, only where it matched, the end of that attempt's row. The runs are distinct
+/// (the queue puts a second finish of a run in the next batch); the answers come back by id.
+pub(super) static FINISH_MANY: LazyLock<String> = LazyLock::new(|| {
+    let returned = RUN_COLUMNS
+        .split(", ")
+        .map(|c| format!("runs.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::text[], \
+           $5::text[], $6::bigint[], $7::boolean[], $8::timestamptz[], $9::timestamptz[], \
+           $10::text[], $11::text[], $12::text[], $13::timestamptz[], $14::text[]) \
+           AS i(id, attempt, state, error, result_json, elapsed_ms, retry, next_attempt_at, \
+           finished_at, plugin, plugin_version, plugin_sha256, end_at, outcome)), \
+         f AS (UPDATE runs SET state = i.state, error = i.error, result_json = i.result_json, \
+           elapsed_ms = i.elapsed_ms, lease_expires_at = NULL, \
+           attempt = runs.attempt + CASE WHEN i.retry THEN 1 ELSE 0 END, \
+           next_attempt_at = i.next_attempt_at, \
+           finished_at = CASE WHEN i.retry THEN runs.finished_at ELSE i.finished_at END, \
+           plugin = i.plugin, plugin_version = i.plugin_version, \
+           plugin_sha256 = i.plugin_sha256 \
+         FROM i WHERE runs.id = i.id AND runs.state = 'running' AND runs.attempt = i.attempt \
+         RETURNING {returned}), \
+         a AS (UPDATE run_attempts SET finished_at = i.end_at, outcome = i.outcome, \
+           error = i.error \
+           FROM i JOIN f ON f.id = i.id \
+           WHERE run_attempts.run_id = i.id AND run_attempts.attempt = i.attempt \
+           AND run_attempts.finished_at IS NULL) \
+         SELECT * FROM f"
+    )
+});
+
 /// A node row with its running runs (of any of its lives).
 pub(super) static NODE_SELECT: LazyLock<String> = LazyLock::new(|| {
     let columns = NODE_COLUMNS

@@ -37,18 +37,37 @@ const FREE_FIRE_SEARCH_MS: i64 = 1_000;
 /// Creates the continuation runs of `parent`, which has just reached its final state in the
 /// transaction of `c` (see the module docs); the runs created.
 pub async fn continue_after<C: Conn>(c: &mut C, parent: &Run) -> Res<Vec<Run>> {
-    let Some(parent_id) = parent.id else {
-        return Ok(Vec::new());
-    };
-    if !matches!(
-        parent.state,
-        RunState::Succeeded | RunState::Failed | RunState::TimedOut
-    ) {
+    if parent.id.is_none() || !continues(parent.state) {
         return Ok(Vec::new());
     }
     let Some(job) = c.job_get(parent.job_id).await? else {
         return Ok(Vec::new());
     };
+    continue_after_job(c, parent, &job).await
+}
+
+/// Whether a run in `state` may have continuations (a final state that lists them).
+fn continues(state: RunState) -> bool {
+    matches!(
+        state,
+        RunState::Succeeded | RunState::Failed | RunState::TimedOut
+    )
+}
+
+/// [`continue_after`] with the parent's job already read (`job` is the job of `parent`, as
+/// stored in this transaction): a batch of finishes reads each job once, not once per run.
+pub async fn continue_after_job<C: Conn>(c: &mut C, parent: &Run, job: &JobDef) -> Res<Vec<Run>> {
+    let Some(parent_id) = parent.id else {
+        return Ok(Vec::new());
+    };
+    debug_assert_eq!(
+        job.id,
+        Some(parent.job_id),
+        "continue_after_job: not the run's job"
+    );
+    if !continues(parent.state) {
+        return Ok(Vec::new());
+    }
     let names = job.continuations_for(parent.state);
     if names.is_empty() {
         return Ok(Vec::new());

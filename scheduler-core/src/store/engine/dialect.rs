@@ -74,29 +74,15 @@ pub trait Dialect: Send + Sync + 'static {
     /// ([`super::continue_after`], the rule every implementation must apply in the
     /// transaction of the compare-and-set, after it matched). A backend may batch
     /// finishes (the SQLite store's finishing thread commits those queued together in one
-    /// transaction) as long as each stays its own compare-and-set, answered only after the
-    /// commit that holds it.
+    /// transaction; a server store sends them through a [`super::FinishQueue`]) as long as
+    /// each stays its own compare-and-set, answered only after the commit that holds it.
     fn finish(
         &self,
         id: RunId,
         attempt: u32,
         write: &FinishWrite,
     ) -> impl Future<Output = Res<Option<Run>>> + Send {
-        async move {
-            let what = "finishing a run";
-            let mut s = self.session(what).await?;
-            if write.retry {
-                // A retry continues with nothing: one statement on its own.
-                return s.conn().run_finish_if_running(id, attempt, write).await;
-            }
-            let mut tx = s.begin(what).await?;
-            let Some(run) = tx.run_finish_if_running(id, attempt, write).await? else {
-                return Ok(None);
-            };
-            super::continuation::continue_after(&mut tx, &run).await?;
-            tx.commit().await?;
-            Ok(Some(run))
-        }
+        super::finish::finish_alone(self, id, attempt, write)
     }
 }
 
@@ -383,6 +369,23 @@ pub trait Conn: Send {
         attempt: u32,
         write: &FinishWrite,
     ) -> impl Future<Output = Res<Option<Run>>> + Send;
+
+    /// [`Conn::run_finish_if_running`] for each finish, in order, on this connection (a
+    /// batch's transaction, [`super::FinishQueue`]): the stored runs, `None` where a
+    /// compare-and-set did not match, one answer per finish. The runs are distinct. Default:
+    /// one statement per finish; a server writes them in one statement over arrays.
+    fn run_finish_many(
+        &mut self,
+        finishes: &[(RunId, u32, &FinishWrite)],
+    ) -> impl Future<Output = Res<Vec<Option<Run>>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(finishes.len());
+            for &(id, attempt, write) in finishes {
+                out.push(self.run_finish_if_running(id, attempt, write).await?);
+            }
+            Ok(out)
+        }
+    }
 
     /// Records `progress` if the run is running; whether it was.
     fn run_set_progress_if_running(

@@ -6,7 +6,7 @@
 //! resolved, what recovery does, the one-process-per-node rule, which calls are retried after
 //! a transient failure and what every shared error says. A backend is a [`Dialect`] — its SQL,
 //! its transactions, its error mapping and its real special cases (PostgreSQL's one-statement
-//! finish and `NOTIFY`, SQLite's finishing thread and file lock, SQL Server's lock hints) —
+//! finish, its finishes committed together through [`FinishQueue`], and `NOTIFY`, SQLite's finishing thread and file lock, SQL Server's lock hints) —
 //! and a store type that holds an `Engine` of it and says so through [`DialectStore`], which
 //! gives it the [`Store`] implementation. The memory store is the first dialect, so the
 //! reference and the databases share the rules instead of imitating each other, and the
@@ -26,13 +26,15 @@ pub mod continuation;
 mod depend;
 mod dialect;
 mod fail;
+mod finish;
 mod group;
 mod pause;
 mod slot;
 
-pub use continuation::continue_after;
+pub use continuation::{continue_after, continue_after_job};
 pub use dialect::{Conn, Dialect, DueSet, FinishWrite, NextFireMove, PendingDue, Res, Session};
 pub use fail::{Fail, RETRY_PAUSES_MS, Retry, retrying, retrying_resolving};
+pub use finish::{FinishQueue, FinishStats, MAX_FINISH_BATCH, finish_alone};
 pub use slot::{Checkout, Slot};
 
 use std::sync::Arc;
