@@ -27,7 +27,7 @@ use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{
     Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
-    LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
+    JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use takt_host::executor::{Executor, ExecutorConfig};
 use takt_host::plugins::PluginSet;
@@ -88,6 +88,7 @@ impl Store for Switch {
         fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>>;
         fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>>;
         fn job_list(&self) -> StoreResult<Vec<JobDef>>;
+        fn job_page(&self, query: &JobQuery) -> StoreResult<JobPage>;
         fn job_delete(&self, id: JobId) -> StoreResult<()>;
         fn job_set_enabled(&self, id: JobId, enabled: bool, now: Timestamp) -> StoreResult<JobDef>;
         fn job_set_next_fire(&self, id: JobId, expected: Option<Timestamp>, new: Option<Timestamp>) -> StoreResult<()>;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use takt_core::Timestamp;
-use takt_core::job::JobName;
+use takt_core::job::{JobDef, JobName};
 use takt_core::policy::RetryPolicy;
 use takt_core::run::{NodeId, PluginBuild, RunEvent};
 use takt_core::store::conformance::block_on;
@@ -136,6 +136,66 @@ fn migrate_twice_then_up_to_date() {
     assert!(env_db.exists());
 }
 
+/// `takt job list` reads page by page (500 jobs a store call) and prints as it goes: across
+/// page boundaries the table stays one table (one header, aligned) and `--json` one valid
+/// array, every job once by name; `--limit` stops early, also inside a page, and a bad
+/// `--limit` names the flag.
+#[test]
+fn job_list_prints_page_by_page_every_job_once() {
+    let d = TempDir::migrated("pages");
+    let store = SqliteStore::open(d.db(), &SqliteOptions::default()).expect("open");
+    let now = Timestamp::now();
+    // Inserted in reverse, so that name order is not id order.
+    let n = 1203;
+    for i in (0..n).rev() {
+        let job = JobDef::new(&format!("job-{i:04}"), "examples::hello").expect("job");
+        block_on(store.job_insert(&job, now)).expect("insert");
+    }
+    drop(store);
+    let want: Vec<String> = (0..n).map(|i| format!("job-{i:04}")).collect();
+
+    let all = d.json(&["job", "list"]);
+    let names: Vec<&str> = all
+        .as_array()
+        .expect("one JSON array")
+        .iter()
+        .map(|j| j["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, want);
+
+    let text = d.ok(&["job", "list"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), n + 1, "one header, one line per job");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("name ")).count(), 1);
+    let col = lines[0].find("handler").expect("column");
+    for (l, name) in lines[1..].iter().zip(&want) {
+        assert!(l.starts_with(name.as_str()), "{l}");
+        assert_eq!(
+            &l[col..],
+            "examples::hello  500",
+            "aligned across pages: {l}"
+        );
+    }
+
+    for limit in [1, 3, 500, 501, 2000] {
+        let arg = limit.to_string();
+        let got = d.json(&["job", "list", "--limit", &arg]);
+        let got: Vec<&str> = got
+            .as_array()
+            .expect("one JSON array")
+            .iter()
+            .map(|j| j["name"].as_str().expect("name"))
+            .collect();
+        assert_eq!(got, want[..limit.min(n)], "--limit {limit}");
+        let text = d.ok(&["job", "list", "--limit", &arg]);
+        assert_eq!(text.lines().count(), limit.min(n) + 1, "--limit {limit}");
+    }
+    for bad in ["0", "-1", "many"] {
+        let err = d.fails(&["job", "list", "--limit", bad]);
+        assert!(err.contains(&format!("--limit \"{bad}\"")), "{err}");
+    }
+}
+
 #[test]
 fn add_list_show_in_text_and_json() {
     let d = TempDir::migrated("add");
@@ -220,7 +280,11 @@ fn add_list_show_in_text_and_json() {
         .iter()
         .map(|j| j["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["report", "office", "tick", "by-hand"]);
+    assert_eq!(
+        names,
+        ["by-hand", "office", "report", "tick"],
+        "by name (the listing pages by name)"
+    );
 
     let show = d.ok(&["job", "show", "report"]);
     assert!(show.contains("Europe/Berlin"), "{show}");

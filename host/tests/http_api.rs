@@ -672,6 +672,147 @@ async fn run_pages_are_stable_under_concurrent_inserts_on_postgres() {
         .unwrap();
 }
 
+/// `GET /api/v1/jobs` pages by name: the body stays a JSON array, `X-Next-Cursor` and
+/// `Link: rel="next"` lead to the next page with the same filters until the last page (which
+/// has neither), a name with `&`, `=` and a space survives the round trip, the default page
+/// is 100, and bad limits and cursors are 400s naming the field.
+async fn job_pages_follow_their_cursor<S: Store>(store: S, api: &Api) {
+    let names = [
+        "page-05",
+        "page-01",
+        "page-03 a&b=c",
+        "page-06",
+        "page-03",
+        "page-02",
+        "page-04",
+    ];
+    for n in names {
+        let mut j = takt_core::job::JobDef::new(n, "t::ok").unwrap();
+        j.enabled = n != "page-02";
+        store.job_insert(&j, Timestamp::now()).await.unwrap();
+    }
+    let get = |path: String| async move {
+        let (s, h, v) = api.call(Method::GET, &path, None, &[]).await;
+        assert_eq!(s, StatusCode::OK, "{path}: {v}");
+        let listed: Vec<String> = v
+            .as_array()
+            .unwrap_or_else(|| panic!("{path}: a JSON array: {v}"))
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_string())
+            .collect();
+        let header = |k: &str| h.get(k).map(|v| v.to_str().unwrap().to_string());
+        (listed, header("x-next-cursor"), header("link"))
+    };
+    // Page by page through the Link header.
+    let (page, cursor, link) = get("/api/v1/jobs?limit=3".into()).await;
+    assert_eq!(page, ["page-01", "page-02", "page-03"]);
+    assert_eq!(cursor.as_deref(), Some("page-03"));
+    assert_eq!(
+        link.as_deref(),
+        Some("</api/v1/jobs?after=page-03&limit=3>; rel=\"next\"")
+    );
+    let next = link.unwrap();
+    let next = next.strip_prefix('<').unwrap().split_once('>').unwrap().0;
+    let (page, cursor, link) = get(next.to_string()).await;
+    assert_eq!(page, ["page-03 a&b=c", "page-04", "page-05"]);
+    assert_eq!(cursor.as_deref(), Some("page-05"));
+    assert!(link.is_some());
+    let (page, cursor, link) = get(format!("/api/v1/jobs?limit=3&after={}", cursor.unwrap())).await;
+    assert_eq!(page, ["page-06"], "the last page");
+    assert_eq!((cursor, link), (None, None), "the last page has no next");
+    // A page that ends at the last job is the last page: no empty page after it.
+    let (page, cursor, _) = get("/api/v1/jobs?limit=7".into()).await;
+    assert_eq!(page.len(), 7);
+    assert_eq!(cursor, None);
+    // A cursor that needs encoding, passed back as the header gave it.
+    let (page, cursor, link) = get("/api/v1/jobs?limit=1&after=page-03".into()).await;
+    assert_eq!(page, ["page-03 a&b=c"]);
+    assert_eq!(cursor.as_deref(), Some("page-03%20a%26b%3Dc"));
+    assert_eq!(
+        link.as_deref(),
+        Some("</api/v1/jobs?after=page-03%20a%26b%3Dc&limit=1>; rel=\"next\"")
+    );
+    let (page, ..) = get(format!("/api/v1/jobs?limit=1&after={}", cursor.unwrap())).await;
+    assert_eq!(page, ["page-04"]);
+    // Filters page too, and the Link keeps them.
+    let (page, _, link) =
+        get("/api/v1/jobs?limit=2&enabled=true&q=PAGE-0&handler=t::".into()).await;
+    assert_eq!(page, ["page-01", "page-03"], "page-02 is disabled");
+    assert_eq!(
+        link.as_deref(),
+        Some(
+            "</api/v1/jobs?after=page-03&limit=2&enabled=true&handler=t%3A%3A&q=PAGE-0>; \
+             rel=\"next\""
+        )
+    );
+    let next = link.unwrap();
+    let next = next.strip_prefix('<').unwrap().split_once('>').unwrap().0;
+    let (page, ..) = get(next.to_string()).await;
+    assert_eq!(page, ["page-03 a&b=c", "page-04"]);
+    // The default page is 100.
+    for i in 0..100 {
+        let j = takt_core::job::JobDef::new(&format!("zz-{i:03}"), "t::ok").unwrap();
+        store.job_insert(&j, Timestamp::now()).await.unwrap();
+    }
+    let (page, cursor, _) = get("/api/v1/jobs".into()).await;
+    assert_eq!(page.len(), 100);
+    assert_eq!(cursor.as_deref(), Some("zz-092"));
+    // Bad limits and cursors.
+    for (q, field) in [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("limit=many", "limit"),
+        ("after=", "after"),
+        ("after=%20padded", "after"),
+    ] {
+        let (s, v) = api.get(&format!("/api/v1/jobs?{q}")).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{q}: {v}");
+        assert_eq!(v["field"].as_str(), Some(field), "{q}: {v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_pages_follow_their_cursor_on_sqlite() {
+    let d = dir("job-pages");
+    let store = SqliteStore::open(d.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let host = host_on(store.clone(), local()).await.unwrap();
+    job_pages_follow_their_cursor(store, &Api::of(&host)).await;
+    host.shutdown(Duration::from_secs(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_pages_follow_their_cursor_on_postgres() {
+    let Some(url) = common::backend_url("postgres", "TAKT_TEST_PG_URL") else {
+        return;
+    };
+    let schema = format!("takt_http_jobs_{}", std::process::id());
+    let options = takt_host::store::PgOptions::new(&url).with_schema(&schema);
+    let store = takt_host::store::PgStore::connect(&options).await.unwrap();
+    let t = static_plugin!(plugin).expect("valid");
+    let host = HostBuilder::new(store.clone())
+        .static_plugin(t)
+        .node("pg-api-jobs")
+        .http(local())
+        .start()
+        .await
+        .unwrap();
+    let api = Api {
+        base: format!("http://{}", host.http_addr().unwrap()),
+        client: client(),
+        token: None,
+    };
+    job_pages_follow_their_cursor(store, &api).await;
+    host.shutdown(Duration::from_secs(2)).await;
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+}
+
 async fn token(store: &SqliteStore, name: &str, role: Role) -> String {
     let (t, sha256) = new_token().unwrap();
     store
@@ -1186,6 +1327,13 @@ async fn the_openapi_document_lists_exactly_the_routes_served() {
         doc["openapi"]
     );
     assert_eq!(doc["info"]["title"], "takt");
+    let page = &doc["paths"]["/api/v1/jobs"]["get"]["responses"]["200"]["headers"];
+    for h in ["X-Next-Cursor", "Link"] {
+        assert!(
+            page[h].is_object(),
+            "GET /api/v1/jobs documents {h}: {page}"
+        );
+    }
     let mut listed = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {

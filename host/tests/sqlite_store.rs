@@ -980,6 +980,51 @@ fn the_due_job_query_is_served_in_order_by_an_index() {
     assert!(!plan.contains("TEMP B-TREE"), "no sort: {plan}");
 }
 
+/// A job page (`Store::job_page`) reads the name's unique index in order from its cursor and
+/// stops at its limit, whatever filters it has: never a sort of every job. The statements are
+/// the shapes `SqliteConn::job_page` writes; without the `+` before `enabled`, SQLite answers
+/// `enabled = ?` from `jobs_due` and sorts every enabled job.
+#[test]
+fn job_pages_are_served_in_name_order_by_the_name_index() {
+    let dir = TempDir::new("page-plan");
+    let path = dir.file("takt.db");
+    drop(open(&path));
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let plan = |cond: &str| -> String {
+        let sql = format!("EXPLAIN QUERY PLAN SELECT id FROM jobs {cond} ORDER BY name LIMIT 101");
+        let mut stmt = conn.prepare(&sql).expect("plan");
+        let n = stmt.parameter_count();
+        let rows: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(std::iter::repeat_n(1, n)), |r| {
+                r.get::<_, String>(3)
+            })
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("plan rows");
+        rows.join("\n")
+    };
+    for cond in [
+        "",
+        "WHERE name > ?1",
+        "WHERE name > ?1 AND +enabled = ?2",
+        "WHERE +enabled = ?1 AND +group_name = ?2",
+        "WHERE name > ?1 AND +enabled = ?2 AND +group_name = ?3 AND +node_tag = ?4 \
+         AND substr(handler_type, 1, length(?5)) = ?6 AND instr(lower(name), lower(?7)) > 0",
+    ] {
+        let p = plan(cond);
+        assert!(
+            p.contains("sqlite_autoindex_jobs_1"),
+            "{cond}: the name index: {p}"
+        );
+        assert!(!p.contains("TEMP B-TREE"), "{cond}: no sort: {p}");
+    }
+    let p = plan("WHERE enabled = ?1");
+    assert!(
+        p.contains("TEMP B-TREE"),
+        "the `+` is still needed (else drop it from job_page): {p}"
+    );
+}
+
 /// The history queries (`takt runs --job`, `why`, `audit`) read along their keys: one job's
 /// runs by (job_id, fire_time), a run's attempts by (run_id, attempt), node lives by start —
 /// never a scan of every run.

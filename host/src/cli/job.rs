@@ -13,7 +13,7 @@ use takt_core::job::{Isolation, JobDef, JobId, JobName, Priority, Validity};
 use takt_core::pause::{Pause, PauseTarget};
 use takt_core::policy::{Backoff, MisfirePolicy, OverlapPolicy};
 use takt_core::schedule::{Rule, Schedule, Zone, format_duration};
-use takt_core::store::{RunFilter, Store};
+use takt_core::store::{JobQuery, RunFilter, Store};
 
 use super::args;
 use super::db::{DbArg, block_on};
@@ -28,8 +28,12 @@ pub(super) enum JobCmd {
     /// Add a job. The handler type is only checked for syntax here; whether a plugin provides
     /// it is checked when the job runs.
     Add(AddArgs),
-    /// List the jobs.
+    /// List the jobs, by name. Read and printed a page at a time, so a store of a million
+    /// jobs starts printing at once and the command's memory stays flat.
     List {
+        /// Print at most this many jobs (the first by name).
+        #[arg(long, value_name = "N", allow_hyphen_values = true)]
+        limit: Option<String>,
         #[command(flatten)]
         db: DbArg,
         #[command(flatten)]
@@ -905,7 +909,12 @@ fn job_text(job: &JobDef, fires: &[Timestamp], paused: &Paused) -> String {
 pub(super) fn run(cmd: JobCmd) -> Result<()> {
     match cmd {
         JobCmd::Add(a) => add(a),
-        JobCmd::List { db, out } => list(&db, out.json),
+        JobCmd::List { limit, db, out } => {
+            let limit = limit
+                .map(|l| args::number("--limit", &l, "a count", 1))
+                .transpose()?;
+            list(&db, out.json, limit)
+        }
         JobCmd::Show { name, db, out } => {
             let store = db.open()?;
             let job = load(&store, &name)?;
@@ -1263,46 +1272,84 @@ pub(crate) fn pause_in(pauses: &[(PauseTarget, Pause)], job: &JobDef) -> Paused 
         .cloned()
 }
 
-fn list(db: &DbArg, json: bool) -> Result<()> {
+/// How many jobs `takt job list` reads per store call: few round trips for a large listing,
+/// and a bounded amount held at once (a page of jobs and its rendered text).
+const LIST_PAGE: usize = 500;
+
+/// `takt job list`: jobs by name, a page of [`LIST_PAGE`] at a time
+/// ([`Store::job_page`]), each printed before the next is read. `--json` prints the same
+/// bytes `serde_json::to_string_pretty` would for the whole array, one element at a time;
+/// the table is aligned as the first page's (see [`Table::render_continued`]).
+fn list(db: &DbArg, json: bool, limit: Option<usize>) -> Result<()> {
     let store = db.open()?;
-    let jobs = block_on(store.job_list())??;
     let pauses = block_on(store.pause_list())??;
-    if json {
-        let now = Timestamp::now();
-        let all: Vec<Value> = jobs
-            .iter()
-            .map(|j| {
-                let fires = j.next_fires(now, 3);
-                let paused = pause_in(&pauses, j);
-                job_json(j, &fires, &paused)
-            })
-            .collect();
-        outln!("{}", serde_json::to_string_pretty(&all)?)?;
-        return Ok(());
-    }
-    if jobs.is_empty() {
-        outln!("no jobs (add one with takt job add)")?;
-        return Ok(());
-    }
     let now = Timestamp::now();
-    let mut t = Table::new([
+    let header = [
         "name",
         "state",
         "schedule",
         "next fire (UTC)",
         "handler",
         "priority",
-    ]);
-    for j in &jobs {
-        t.row([
-            j.name.to_string(),
-            job_state(j, now, pause_in(&pauses, j).is_some()).to_string(),
-            short_schedule(j.schedule.as_ref()),
-            opt_ts(j.next_fire),
-            j.handler_type.clone(),
-            j.priority.get().to_string(),
-        ]);
+    ];
+    let mut left = limit.unwrap_or(usize::MAX);
+    let mut query = JobQuery::first(LIST_PAGE.min(left));
+    let mut printed = 0usize;
+    let mut widths = Vec::new();
+    loop {
+        let page = block_on(store.job_page(&query))??;
+        if json {
+            let mut text = String::new();
+            for j in &page.jobs {
+                let fires = j.next_fires(now, 3);
+                let value = job_json(j, &fires, &pause_in(&pauses, j));
+                text.push_str(if printed == 0 { "[\n" } else { ",\n" });
+                // An element of a pretty array: its own pretty text, indented one level
+                // (a newline inside a JSON string is escaped, so lines are the layout's).
+                let element = serde_json::to_string_pretty(&value)?;
+                for (i, line) in element.lines().enumerate() {
+                    if i > 0 {
+                        text.push('\n');
+                    }
+                    text.push_str("  ");
+                    text.push_str(line);
+                }
+                printed += 1;
+            }
+            out!("{text}")?;
+        } else if !page.jobs.is_empty() {
+            let mut t = Table::new(header);
+            for j in &page.jobs {
+                t.row([
+                    j.name.to_string(),
+                    job_state(j, now, pause_in(&pauses, j).is_some()).to_string(),
+                    short_schedule(j.schedule.as_ref()),
+                    opt_ts(j.next_fire),
+                    j.handler_type.clone(),
+                    j.priority.get().to_string(),
+                ]);
+            }
+            out!(
+                "{}",
+                t.render_continued(&mut widths, usize::from(printed > 0))
+            )?;
+            printed += page.jobs.len();
+        }
+        left -= page.jobs.len();
+        match query.next_of(&page) {
+            Some(next) if left > 0 => {
+                query = JobQuery {
+                    limit: LIST_PAGE.min(left),
+                    ..next
+                };
+            }
+            _ => break,
+        }
     }
-    out!("{}", t.render())?;
-    Ok(())
+    match (json, printed) {
+        (true, 0) => outln!("[]"),
+        (true, _) => outln!("\n]"),
+        (false, 0) => outln!("no jobs (add one with takt job add)"),
+        (false, _) => Ok(()),
+    }
 }

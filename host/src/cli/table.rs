@@ -30,15 +30,26 @@ impl Table {
 
     /// The rendered table, one line per row.
     pub(crate) fn render(&self) -> String {
+        self.render_continued(&mut Vec::new(), 0)
+    }
+
+    /// The rows from `first` on, rendered with each column as wide as its widest cell in this
+    /// table and at least `widths` (which grows to match). For a listing printed page by
+    /// page (`takt job list`): each page is a table with the header, the first printed
+    /// whole and the later ones from row 1, so columns stay aligned across pages unless a
+    /// later page is wider — without holding every row to measure them first.
+    pub(crate) fn render_continued(&self, widths: &mut Vec<usize>, first: usize) -> String {
         let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let mut widths = vec![0; cols];
+        if widths.len() < cols {
+            widths.resize(cols, 0);
+        }
         for row in &self.rows {
             for (i, cell) in row.iter().enumerate() {
                 widths[i] = widths[i].max(cell.chars().count());
             }
         }
         let mut out = String::new();
-        for row in &self.rows {
+        for row in self.rows.iter().skip(first) {
             let mut line = String::new();
             for (i, cell) in row.iter().enumerate() {
                 if i > 0 {
@@ -70,5 +81,16 @@ mod tests {
             t.render(),
             "#   utc                   note\n1   2026-01-01T00:00:00Z\n10  x                     shifted\n"
         );
+    }
+
+    #[test]
+    fn a_continued_page_keeps_the_columns_of_the_first() {
+        let mut widths = Vec::new();
+        let mut first = Table::new(["name", "state"]);
+        first.row(["alpha-long", "on"]);
+        let mut second = Table::new(["name", "state"]);
+        second.row(["b", "off"]);
+        let out = first.render_continued(&mut widths, 0) + &second.render_continued(&mut widths, 1);
+        assert_eq!(out, "name        state\nalpha-long  on\nb           off\n");
     }
 }

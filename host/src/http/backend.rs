@@ -17,7 +17,7 @@ use takt_core::node::NodeStatus;
 use takt_core::pause::{Pause, PauseTarget, Resumed};
 use takt_core::run::{Run, RunId};
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
-use takt_core::store::{CancelOutcome, LogLine, RunFilter, Store, StoreResult};
+use takt_core::store::{CancelOutcome, JobPage, JobQuery, LogLine, RunFilter, Store, StoreResult};
 
 use crate::inspect::InspectError;
 use crate::inspect::audit::{AuditReport, AuditRequest};
@@ -33,6 +33,7 @@ pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 #[allow(missing_docs)]
 pub trait Backend: Send + Sync + 'static {
     fn job_list(&self) -> BoxFut<'_, StoreResult<Vec<JobDef>>>;
+    fn job_page<'a>(&'a self, query: &'a JobQuery) -> BoxFut<'a, StoreResult<JobPage>>;
     fn job_by_name<'a>(&'a self, name: &'a JobName) -> BoxFut<'a, StoreResult<Option<JobDef>>>;
     fn job_add(&self, job: JobDef) -> BoxFut<'_, Result<JobDef, SchedulerError>>;
     fn job_update(&self, job: JobDef) -> BoxFut<'_, Result<JobDef, SchedulerError>>;
@@ -124,6 +125,9 @@ pub trait Backend: Send + Sync + 'static {
 impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     fn job_list(&self) -> BoxFut<'_, StoreResult<Vec<JobDef>>> {
         Box::pin(self.store().job_list())
+    }
+    fn job_page<'a>(&'a self, query: &'a JobQuery) -> BoxFut<'a, StoreResult<JobPage>> {
+        Box::pin(self.store().job_page(query))
     }
     fn job_by_name<'a>(&'a self, name: &'a JobName) -> BoxFut<'a, StoreResult<Option<JobDef>>> {
         Box::pin(self.store().job_get_by_name(name))

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use serde::Deserialize;
@@ -104,7 +104,7 @@ pub(super) async fn load(st: &AppState, name: &str) -> ApiResult<JobDef> {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-struct JobQuery {
+struct JobListQuery {
     /// Only enabled (true) or disabled (false) jobs.
     enabled: Option<bool>,
     /// Only jobs of this group.
@@ -113,40 +113,126 @@ struct JobQuery {
     node_tag: Option<String>,
     /// Only jobs whose handler type starts with this (`exe::`, `sql::proc`).
     handler: Option<String>,
-    /// Only jobs whose name contains this (case-insensitive).
+    /// Only jobs whose name contains this, ignoring the case of ASCII letters.
     q: Option<String>,
+    /// How many jobs one page holds (1–1000, default 100).
+    limit: Option<usize>,
+    /// The cursor: only jobs named after this one. Pass the previous page's `X-Next-Cursor`
+    /// (or follow its `Link: rel="next"`); leave it out for the first page.
+    after: Option<String>,
 }
 
-/// The jobs, by name, filtered.
-#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs", params(JobQuery),
-    responses((status = 200, description = "jobs as `takt job show --json` prints them", body = Vec<Object>),
+/// The jobs of one page when `limit` is not given: a screenful, and a response that stays
+/// small with a million jobs.
+const DEFAULT_PAGE: usize = 100;
+
+/// The header that carries the next page's cursor: the last name of this page,
+/// percent-encoded ([`query_value`]), to append as `after=<cursor>`.
+const NEXT_CURSOR: &str = "x-next-cursor";
+
+/// `text` as one query-string value: every byte but RFC 3986's unreserved characters
+/// percent-encoded, so a name with `&`, `=`, `#`, `+`, a space or any other character comes
+/// back unchanged from the `Link` a client follows.
+fn query_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The `Link` header of the page after `next`: this request's filters and limit with the
+/// cursor, so following it continues the same listing.
+fn next_link(q: &JobListQuery, limit: usize, next: &JobName) -> String {
+    let mut url = format!(
+        "/api/v1/jobs?after={}&limit={limit}",
+        query_value(next.as_str())
+    );
+    if let Some(e) = q.enabled {
+        url.push_str(&format!("&enabled={e}"));
+    }
+    for (key, value) in [
+        ("group", &q.group),
+        ("node_tag", &q.node_tag),
+        ("handler", &q.handler),
+        ("q", &q.q),
+    ] {
+        if let Some(v) = value {
+            url.push_str(&format!("&{key}={}", query_value(v)));
+        }
+    }
+    format!("<{url}>; rel=\"next\"")
+}
+
+/// One page of jobs by name, filtered. The body is a JSON array as it always was (a client
+/// that read every job now reads the first page and, to read on, follows the headers); when
+/// more jobs follow, the `X-Next-Cursor` header holds the cursor (percent-encoded) to pass as
+/// `after` and `Link` (`rel="next"`) the whole URL of the next page. The last page has
+/// neither. A page reads only its jobs from the store
+/// ([`takt_core::store::Store::job_page`]), so its cost follows the page size, not the number
+/// of jobs.
+#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs", params(JobListQuery),
+    responses((status = 200, description = "one page of jobs by name, as `takt job show --json` prints them",
+                body = Vec<Object>,
+                headers(("X-Next-Cursor" = String, description = "the next page's `after`, percent-encoded (append as `after=<cursor>`); absent on the last page"),
+                        ("Link" = String, description = "`<…/api/v1/jobs?after=…&limit=…>; rel=\"next\"` with the same filters; absent on the last page"))),
+              (status = 400, body = Problem),
               (status = 401, body = Problem)))]
 async fn list_jobs(
     State(st): State<AppState>,
     _caller: Caller,
-    Q(q): Q<JobQuery>,
-) -> ApiResult<Json<Vec<Value>>> {
-    let mut jobs = st.backend.job_list().await?;
-    jobs.retain(|j| {
-        q.enabled.is_none_or(|e| j.enabled == e)
-            && q.group.as_ref().is_none_or(|g| j.group.as_ref() == Some(g))
-            && q.node_tag
-                .as_ref()
-                .is_none_or(|t| j.node_tag.as_ref() == Some(t))
-            && q.handler
-                .as_ref()
-                .is_none_or(|h| j.handler_type.starts_with(h.as_str()))
-            && q.q
-                .as_ref()
-                .is_none_or(|s| j.name.as_str().to_lowercase().contains(&s.to_lowercase()))
-    });
-    jobs.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    Q(q): Q<JobListQuery>,
+) -> ApiResult<Response> {
+    let limit = limit_of(q.limit, DEFAULT_PAGE)?;
+    let after = match &q.after {
+        Some(a) => Some(JobName::new(a).map_err(|e| {
+            Problem::invalid(
+                "after",
+                format!(
+                    "\"{a}\" is not a job name ({e}); pass the X-Next-Cursor of the previous \
+                     page, or leave after out for the first page"
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let query = takt_core::store::JobQuery {
+        after,
+        limit,
+        enabled: q.enabled,
+        group: q.group.clone(),
+        node_tag: q.node_tag.clone(),
+        handler_prefix: q.handler.clone(),
+        name_contains: q.q.clone(),
+    };
+    let page = st.backend.job_page(&query).await?;
     let pauses = st.backend.pause_list().await?;
-    Ok(Json(
-        jobs.iter()
-            .map(|j| view_paused(j, &crate::cli::job::pause_in(&pauses, j)))
-            .collect(),
-    ))
+    let body: Vec<Value> = page
+        .jobs
+        .iter()
+        .map(|j| view_paused(j, &crate::cli::job::pause_in(&pauses, j)))
+        .collect();
+    let mut r = Json(body).into_response();
+    if let Some(next) = &page.next {
+        // Percent-encoded, so the header is ASCII whatever the name (a browser reads header
+        // bytes as Latin-1) and goes into a query string as it is.
+        for (name, value) in [
+            (
+                HeaderName::from_static(NEXT_CURSOR),
+                query_value(next.as_str()),
+            ),
+            (header::LINK, next_link(&q, limit, next)),
+        ] {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                r.headers_mut().insert(name, v);
+            }
+        }
+    }
+    Ok(r)
 }
 
 /// A job with its next fires and its latest operator actions; the `ETag` is its version.

@@ -18,7 +18,7 @@ use takt_core::run::{NodeId, Progress, Run, RunId};
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::{
     Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
-    LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
+    JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
@@ -308,6 +308,7 @@ impl Store for AnyStore {
         fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>>;
         fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>>;
         fn job_list(&self) -> StoreResult<Vec<JobDef>>;
+        fn job_page(&self, query: &JobQuery) -> StoreResult<JobPage>;
         fn job_delete(&self, id: JobId) -> StoreResult<()>;
         fn job_set_enabled(&self, id: JobId, enabled: bool, now: Timestamp) -> StoreResult<JobDef>;
         fn job_set_next_fire(

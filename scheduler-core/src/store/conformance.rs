@@ -32,8 +32,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, LogLevel, LogLine, RunCursor,
-    RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
+    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, JobPage, JobQuery, LogLevel,
+    LogLine, RunCursor, RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
 };
 use crate::attempt::{Attempt, AttemptOutcome};
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
@@ -149,6 +149,7 @@ where
     check!(cancel_requests_reach_the_node_running_the_run);
     check!(run_list_filters_newest_first);
     check!(run_list_pages_by_cursor_and_fire_time_range);
+    check!(job_pages_cover_every_job_once_by_name);
     check!(tokens_are_unique_by_name_and_revocable);
     check!(operator_actions_are_listed_newest_first_per_job);
     check!(job_due_lists_due_jobs_in_claim_order_with_counts);
@@ -3342,6 +3343,234 @@ pub async fn run_list_filters_newest_first<S: Store>(store: S) {
         list(Some(b), Some(RunState::Skipped), 10).await,
         [(b, at(60))]
     );
+}
+
+/// Job pages: by name ascending whatever the insertion order, each job exactly once, `next`
+/// only while more follow (also after a page that ends exactly at the last job), a cursor that
+/// names no job (or a deleted one), every filter alone and with paging, an empty store, and a
+/// limit outside 1..=MAX_LIMIT refused as Invalid.
+pub async fn job_pages_cover_every_job_once_by_name<S: Store>(store: S) {
+    let page = |q: JobQuery| {
+        let store = &store;
+        async move { store.job_page(&q).await.expect("job page") }
+    };
+    let names = |p: &JobPage| -> Vec<String> {
+        p.jobs.iter().map(|j| j.name.as_str().to_string()).collect()
+    };
+    let name = |n: &str| JobName::new(n).expect("name");
+    assert_eq!(
+        page(JobQuery::first(10)).await,
+        JobPage {
+            jobs: vec![],
+            next: None
+        },
+        "job_page: an empty store has one empty last page"
+    );
+    for limit in [0, JobQuery::MAX_LIMIT + 1] {
+        let e = store
+            .job_page(&JobQuery::first(limit))
+            .await
+            .expect_err("job_page: a limit out of range is refused");
+        assert_eq!(e.kind(), StoreErrorKind::Invalid, "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("job page limit {limit} is out of range")),
+            "{e}"
+        );
+    }
+    // Inserted out of name order, so that id order is not name order. Names whose order is
+    // the same in every collation (no case or punctuation differences at the deciding place).
+    let shape = [
+        ("job07", true, Some("g1"), None, "conformance::noop"),
+        (
+            "job02",
+            false,
+            Some("g1"),
+            Some("east"),
+            "conformance::noop",
+        ),
+        ("job10", true, None, None, "other::work"),
+        ("job01", true, Some("g2"), Some("east"), "conformance::noop"),
+        ("job05", true, Some("g1"), None, "other::work"),
+        ("job03", true, None, None, "conformance::noop"),
+        ("job09", false, None, Some("west"), "conformance::noop"),
+        ("job04Nightly", true, Some("g1"), None, "conformance::noop"),
+        ("job08", true, Some("g2"), None, "other::work"),
+        ("job06", true, None, Some("east"), "conformance::noop"),
+    ];
+    for (n, enabled, group, tag, handler) in shape {
+        let mut job = manual(n);
+        job.handler_type = handler.to_string();
+        job.enabled = enabled;
+        job.group = group.map(str::to_string);
+        job.node_tag = tag.map(str::to_string);
+        insert(&store, job).await;
+    }
+    let mut sorted: Vec<&str> = shape.iter().map(|s| s.0).collect();
+    sorted.sort_unstable();
+    // Every page size: pages in order, each job once, `next` the last name until the end.
+    for limit in [1, 3, 5, 9, 10, 11, JobQuery::MAX_LIMIT] {
+        let mut seen = Vec::new();
+        let mut q = JobQuery::first(limit);
+        let mut pages = 0;
+        loop {
+            let p = page(q.clone()).await;
+            pages += 1;
+            assert!(
+                p.jobs.len() <= limit,
+                "job_page: at most the limit ({limit})"
+            );
+            for job in &p.jobs {
+                let stored = store
+                    .job_get_by_name(&job.name)
+                    .await
+                    .expect("get")
+                    .expect("listed job exists");
+                assert_eq!(job, &stored, "job_page: whole stored jobs");
+            }
+            seen.extend(names(&p));
+            match q.next_of(&p) {
+                Some(next) => {
+                    assert_eq!(p.jobs.len(), limit, "job_page: only a full page has a next");
+                    assert_eq!(
+                        p.next.as_ref(),
+                        p.jobs.last().map(|j| &j.name),
+                        "job_page: next is the last name of the page"
+                    );
+                    q = next;
+                }
+                None => break,
+            }
+            assert!(pages <= sorted.len(), "job_page: paging must end");
+        }
+        assert_eq!(
+            seen, sorted,
+            "job_page: pages of {limit} list every job once by name"
+        );
+        assert_eq!(
+            pages,
+            sorted.len().div_ceil(limit),
+            "job_page: pages of {limit} over {} jobs, no empty last page",
+            sorted.len()
+        );
+    }
+    // A cursor is a position, not a row: a name no job has, and a job deleted since.
+    let q = JobQuery {
+        after: Some(name("job055")),
+        ..JobQuery::first(2)
+    };
+    let p = page(q).await;
+    assert_eq!(
+        names(&p),
+        ["job06", "job07"],
+        "job_page: after a name no job has"
+    );
+    assert_eq!(p.next, Some(name("job07")));
+    let gone = store
+        .job_get_by_name(&name("job07"))
+        .await
+        .expect("get")
+        .expect("job07");
+    store
+        .job_delete(gone.id.expect("id"))
+        .await
+        .expect("delete");
+    let p = page(JobQuery {
+        after: p.next,
+        ..JobQuery::first(2)
+    })
+    .await;
+    assert_eq!(
+        names(&p),
+        ["job08", "job09"],
+        "job_page: after a deleted job"
+    );
+    sorted.retain(|n| *n != "job07");
+    // Filters, each alone (one page of everything that matches).
+    let only = |f: fn(&mut JobQuery)| {
+        let mut q = JobQuery::first(JobQuery::MAX_LIMIT);
+        f(&mut q);
+        q
+    };
+    let cases: [(&str, JobQuery, &[&str]); 9] = [
+        (
+            "enabled",
+            only(|q| q.enabled = Some(false)),
+            &["job02", "job09"],
+        ),
+        (
+            "group",
+            only(|q| q.group = Some("g1".into())),
+            &["job02", "job04Nightly", "job05"],
+        ),
+        (
+            "node_tag",
+            only(|q| q.node_tag = Some("east".into())),
+            &["job01", "job02", "job06"],
+        ),
+        (
+            "handler_prefix",
+            only(|q| q.handler_prefix = Some("other::".into())),
+            &["job05", "job08", "job10"],
+        ),
+        (
+            "handler_prefix is a prefix",
+            only(|q| q.handler_prefix = Some("::work".into())),
+            &[],
+        ),
+        (
+            "name_contains ignores case",
+            only(|q| q.name_contains = Some("NIGHT".into())),
+            &["job04Nightly"],
+        ),
+        (
+            "name_contains matches inside",
+            only(|q| q.name_contains = Some("b1".into())),
+            &["job10"],
+        ),
+        (
+            "empty text filters pass everything",
+            only(|q| {
+                q.name_contains = Some(String::new());
+                q.handler_prefix = Some(String::new());
+            }),
+            &sorted,
+        ),
+        (
+            "filters together",
+            only(|q| {
+                q.enabled = Some(true);
+                q.group = Some("g1".into());
+                q.handler_prefix = Some("conformance::".into());
+            }),
+            &["job04Nightly"],
+        ),
+    ];
+    for (what, q, want) in cases {
+        let p = page(q).await;
+        assert_eq!(names(&p), want, "job_page filter: {what}");
+        assert_eq!(p.next, None, "job_page filter: {what}: one page");
+    }
+    // A filter with paging: the cursor moves over jobs that do not match.
+    let mut q = JobQuery {
+        enabled: Some(true),
+        ..JobQuery::first(2)
+    };
+    let mut seen = Vec::new();
+    loop {
+        let p = page(q.clone()).await;
+        seen.extend(names(&p));
+        match q.next_of(&p) {
+            Some(next) => q = next,
+            None => break,
+        }
+    }
+    let enabled: Vec<&str> = sorted
+        .iter()
+        .copied()
+        .filter(|n| !["job02", "job09"].contains(n))
+        .collect();
+    assert_eq!(seen, enabled, "job_page: enabled jobs page by page");
 }
 
 /// `run_list` pages by cursor (the last run of a page) within a fire-time range, and a run

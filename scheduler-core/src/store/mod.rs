@@ -411,6 +411,138 @@ impl fmt::Display for RunCursor {
     }
 }
 
+/// Which jobs [`Store::job_page`] returns: one page of jobs by name ascending, after a cursor,
+/// with optional filters.
+///
+/// Paging is by key, not offset: names are unique, so the cursor is the last name of the
+/// previous page ([`JobPage::next`]) and a page reads only the rows after it in the name
+/// index. A job added or removed meanwhile never shifts a later page: paging from the start to
+/// the end returns every job that existed throughout exactly once.
+///
+/// Name order is the backend's order for the name column: Unicode code point order (the bytes
+/// of UTF-8) in the memory store, SQLite and a PostgreSQL database with the `C` collation, the
+/// database's collation otherwise (SQL Server's default ignores case). The cursor is compared
+/// in that same order, so paging is complete whatever the collation.
+///
+/// Cost: `after`, `enabled` and `group` are conditions on an ordered scan of the name index
+/// that stops after `limit + 1` matches, so a page costs about its size when most jobs match.
+/// Every filter narrows the same scan, so a filter few jobs pass reads further to fill a page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobQuery {
+    /// Only jobs named after this one (the previous page's [`JobPage::next`]); `None`: from the
+    /// first name.
+    pub after: Option<JobName>,
+    /// The most jobs to return: 1 to [`JobQuery::MAX_LIMIT`] (anything else is
+    /// [`StoreErrorKind::Invalid`]).
+    pub limit: usize,
+    /// Only enabled (`true`) or disabled (`false`) jobs.
+    pub enabled: Option<bool>,
+    /// Only jobs of this group (equal as the backend compares text).
+    pub group: Option<String>,
+    /// Only jobs with this node tag (equal as the backend compares text).
+    pub node_tag: Option<String>,
+    /// Only jobs whose handler type starts with this text; empty: every job.
+    pub handler_prefix: Option<String>,
+    /// Only jobs whose name contains this text, ignoring the case of ASCII letters in every
+    /// backend (other letters as the backend's `lower()` folds them: not at all in the memory
+    /// store and SQLite); empty: every job.
+    pub name_contains: Option<String>,
+}
+
+impl JobQuery {
+    /// The largest [`JobQuery::limit`]: a page is one response, and a larger one is a
+    /// response nobody pages through anyway.
+    pub const MAX_LIMIT: usize = 1000;
+
+    /// The first page of every job, at most `limit` of them.
+    pub fn first(limit: usize) -> JobQuery {
+        JobQuery {
+            after: None,
+            limit,
+            enabled: None,
+            group: None,
+            node_tag: None,
+            handler_prefix: None,
+            name_contains: None,
+        }
+    }
+
+    /// The same query for the page after `page` (`None` when `page` was the last).
+    pub fn next_of(&self, page: &JobPage) -> Option<JobQuery> {
+        page.next.as_ref().map(|after| JobQuery {
+            after: Some(after.clone()),
+            ..self.clone()
+        })
+    }
+
+    /// Refuses a limit outside 1..=[`JobQuery::MAX_LIMIT`].
+    pub fn validate(&self) -> StoreResult<()> {
+        if (1..=JobQuery::MAX_LIMIT).contains(&self.limit) {
+            Ok(())
+        } else {
+            Err(StoreError::invalid(format!(
+                "job page limit {} is out of range; ask for 1 to {} jobs and follow the \
+                 page's next cursor for more",
+                self.limit,
+                JobQuery::MAX_LIMIT
+            )))
+        }
+    }
+
+    /// Whether `job` passes every filter but `after` and the limit (what the memory store
+    /// applies; SQL backends write the same conditions in their dialect).
+    pub fn matches(&self, job: &JobDef) -> bool {
+        self.enabled.is_none_or(|e| job.enabled == e)
+            && self
+                .group
+                .as_ref()
+                .is_none_or(|g| job.group.as_ref() == Some(g))
+            && self
+                .node_tag
+                .as_ref()
+                .is_none_or(|t| job.node_tag.as_ref() == Some(t))
+            && self
+                .handler_prefix
+                .as_ref()
+                .is_none_or(|p| job.handler_type.starts_with(p.as_str()))
+            && self.name_contains.as_ref().is_none_or(|n| {
+                job.name
+                    .as_str()
+                    .to_ascii_lowercase()
+                    .contains(&n.to_ascii_lowercase())
+            })
+    }
+}
+
+/// One page of [`Store::job_page`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobPage {
+    /// The jobs, by name ascending, at most the query's limit.
+    pub jobs: Vec<JobDef>,
+    /// The cursor of the next page (the last job's name) when more jobs matched when this
+    /// page was read; `None` on the last page. The store reads one job more than the limit to
+    /// know, so a full last page says `None` rather than leading to an empty page.
+    pub next: Option<JobName>,
+}
+
+impl JobPage {
+    /// The page of `query` out of `rows`: the first matching jobs after the cursor, by name,
+    /// at most `query.limit + 1` of them (one more than the page, to know whether more
+    /// follow).
+    pub fn of(query: &JobQuery, mut rows: Vec<JobDef>) -> JobPage {
+        let more = rows.len() > query.limit;
+        rows.truncate(query.limit);
+        JobPage {
+            next: if more {
+                rows.last().map(|j| j.name.clone())
+            } else {
+                None
+            },
+            jobs: rows,
+        }
+    }
+}
+
 /// An enabled job whose next fire has come, with what of it is in flight: what the loop needs
 /// for the misfire and overlap decisions before it claims ([`Store::job_due`]).
 ///
@@ -599,6 +731,14 @@ pub trait Store: Send + Sync {
 
     /// Every job, by id.
     fn job_list(&self) -> impl Future<Output = StoreResult<Vec<JobDef>>> + Send;
+
+    /// One page of jobs by name ascending: up to `query.limit` jobs named after
+    /// `query.after` that pass its filters, and the cursor of the next page when more follow
+    /// (see [`JobQuery`] for the order and the cost). A limit outside
+    /// 1..=[`JobQuery::MAX_LIMIT`] is [`StoreErrorKind::Invalid`]. What a listing of many jobs
+    /// uses (`GET /api/v1/jobs`, `takt job list`) instead of [`Store::job_list`], whose cost
+    /// grows with every job.
+    fn job_page(&self, query: &JobQuery) -> impl Future<Output = StoreResult<JobPage>> + Send;
 
     /// Removes the job with its runs and their logs (NotFound if missing). A node still
     /// running one of them gets NotFound when it finishes it.

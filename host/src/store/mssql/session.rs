@@ -21,7 +21,8 @@ use takt_core::store::engine::{
     Conn, DueSet, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
 use takt_core::store::{
-    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreErrorKind,
+    CancelRequest, DueJob, JobQuery, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError,
+    StoreErrorKind,
 };
 
 use super::conn::{Cells, Params, Pooled, text};
@@ -401,6 +402,49 @@ impl Conn for MssqlConn<'_> {
                 &Params::default(),
             )
             .await?;
+        Ok(rows
+            .iter()
+            .map(|r| job_of(r, self.shown))
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn job_page(&mut self, query: &JobQuery) -> Res<Vec<JobDef>> {
+        // `TOP … ORDER BY name` over the `jobs_name` unique index from the cursor on; the
+        // other conditions filter that scan. Plain T-SQL the emulator also speaks (no
+        // OFFSET/FETCH, no LIKE escapes).
+        let mut p = self.c.params();
+        let mut cond = vec!["1 = 1".to_string()];
+        if let Some(after) = &query.after {
+            cond.push(format!("name > {}", p.add(after.as_str().to_string())));
+        }
+        if let Some(e) = query.enabled {
+            cond.push(format!("enabled = {}", p.add(e)));
+        }
+        if let Some(g) = &query.group {
+            cond.push(format!("group_name = {}", p.add(g.clone())));
+        }
+        if let Some(t) = &query.node_tag {
+            cond.push(format!("node_tag = {}", p.add(t.clone())));
+        }
+        if let Some(prefix) = &query.handler_prefix {
+            // DATALENGTH / 2: the characters of an NVARCHAR, counting trailing spaces (LEN
+            // drops them).
+            let a = p.add(prefix.clone());
+            let b = p.add(prefix.clone());
+            cond.push(format!("LEFT(handler_type, DATALENGTH({a}) / 2) = {b}"));
+        }
+        if let Some(n) = &query.name_contains {
+            cond.push(format!(
+                "CHARINDEX(LOWER({}), LOWER(name)) > 0",
+                p.add(n.clone())
+            ));
+        }
+        let sql = format!(
+            "SELECT TOP ({}) {JOB_COLUMNS} FROM jobs WHERE {} ORDER BY name",
+            top(query.limit + 1),
+            cond.join(" AND ")
+        );
+        let rows = self.c.rows("listing a page of jobs", &sql, &p).await?;
         Ok(rows
             .iter()
             .map(|r| job_of(r, self.shown))

@@ -23,7 +23,8 @@ use takt_core::store::engine::{
     Conn, DueSet, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
 };
 use takt_core::store::{
-    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError, StoreResult,
+    CancelRequest, DueJob, JobQuery, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError,
+    StoreResult,
 };
 
 use super::error::{commit, pg};
@@ -192,6 +193,67 @@ async fn jobs(c: &impl GenericClient, shown: &str) -> Res<Vec<JobDef>> {
         .query(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY id"), &[])
         .await
         .map_err(|e| pg(shown, "listing jobs", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| job_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
+async fn job_page(c: &impl GenericClient, shown: &str, query: &JobQuery) -> Res<Vec<JobDef>> {
+    let what = "listing a page of jobs";
+    // Only the conditions given (as `runs` does), so each shape has its plan: the name's
+    // unique index read in order from the cursor, the other conditions filtering it, until
+    // the limit.
+    let mut cond: Vec<String> = Vec::new();
+    let mut params: Vec<Param> = Vec::new();
+    let mut add = |sql: &str, values: Vec<Param>| {
+        let mut sql = sql.to_string();
+        for v in values {
+            params.push(v);
+            sql = sql.replacen('?', &format!("${}", params.len()), 1);
+        }
+        cond.push(sql);
+    };
+    if let Some(after) = &query.after {
+        add("name > ?", vec![Box::new(after.as_str().to_string())]);
+    }
+    if let Some(e) = query.enabled {
+        add("enabled = ?", vec![Box::new(e)]);
+    }
+    if let Some(g) = &query.group {
+        add("group_name = ?", vec![Box::new(g.clone())]);
+    }
+    if let Some(t) = &query.node_tag {
+        add("node_tag = ?", vec![Box::new(t.clone())]);
+    }
+    if let Some(p) = &query.handler_prefix {
+        // Not LIKE: `%` and `_` in a prefix would need escaping.
+        add(
+            "left(handler_type, length(?::text)) = ?::text",
+            vec![Box::new(p.clone()), Box::new(p.clone())],
+        );
+    }
+    if let Some(n) = &query.name_contains {
+        add(
+            "strpos(lower(name), lower(?::text)) > 0",
+            vec![Box::new(n.clone())],
+        );
+    }
+    params.push(Box::new(i64::try_from(query.limit + 1).unwrap_or(i64::MAX)));
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs {}{} ORDER BY name LIMIT ${}",
+        if cond.is_empty() { "" } else { "WHERE " },
+        cond.join(" AND "),
+        params.len()
+    );
+    let stmt = c
+        .prepare_cached(&sql)
+        .await
+        .map_err(|e| pg(shown, what, e))?;
+    let rows = c
+        .query(&stmt, &refs(&params))
+        .await
+        .map_err(|e| pg(shown, what, e))?;
     Ok(rows
         .iter()
         .map(|r| job_of(r, shown))
@@ -1419,6 +1481,11 @@ impl Conn for PgConn<'_> {
     async fn job_list(&mut self) -> Res<Vec<JobDef>> {
         let s = self.shown;
         on!(self, |c| jobs(c, s).await)
+    }
+
+    async fn job_page(&mut self, query: &JobQuery) -> Res<Vec<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| job_page(c, s, query).await)
     }
 
     async fn job_insert(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {

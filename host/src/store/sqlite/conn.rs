@@ -23,7 +23,7 @@ use takt_core::store::engine::{
     Checkout, Conn, DueSet, FinishWrite, NextFireMove, PendingDue, Res, Session,
 };
 use takt_core::store::{
-    CancelRequest, DueJob, LogLevel, LogLine, PurgeCounts, RunFilter, StoreResult,
+    CancelRequest, DueJob, JobQuery, LogLevel, LogLine, PurgeCounts, RunFilter, StoreResult,
 };
 
 use super::connect::{Db, sql_error};
@@ -653,6 +653,69 @@ impl Conn for SqliteConn<'_> {
             .map_err(|e| sql_error(path, "listing jobs", e))?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(|e| sql_error(path, "listing jobs", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_job(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
+    async fn job_page(&mut self, query: &JobQuery) -> Res<Vec<JobDef>> {
+        let path = self.path();
+        let failed = |e| sql_error(path, "listing a page of jobs", e);
+        // Only the conditions given, each shape one cached statement. The filters other than
+        // the cursor are written `+column` so that SQLite never answers them from another
+        // index (`jobs_due` starts with `enabled`) and sorts: the name's unique index, read
+        // in order from the cursor, stops after the limit.
+        let mut cond = Vec::new();
+        let mut values: Vec<Value> = Vec::new();
+        let mut add = |sql: &str, v: Vec<Value>| {
+            let mut parts = sql.split('?');
+            let mut out = parts.next().unwrap_or_default().to_string();
+            for (part, v) in parts.zip(v) {
+                values.push(v);
+                out.push_str(&format!("?{}{part}", values.len()));
+            }
+            cond.push(out);
+        };
+        let text = |t: &str| Value::Text(t.to_string());
+        if let Some(after) = &query.after {
+            add("name > ?", vec![text(after.as_str())]);
+        }
+        if let Some(e) = query.enabled {
+            add("+enabled = ?", vec![Value::Integer(i64::from(e))]);
+        }
+        if let Some(g) = &query.group {
+            add("+group_name = ?", vec![text(g)]);
+        }
+        if let Some(t) = &query.node_tag {
+            add("+node_tag = ?", vec![text(t)]);
+        }
+        if let Some(p) = &query.handler_prefix {
+            // Not LIKE: it ignores ASCII case and would need `%` and `_` escaped.
+            add(
+                "substr(handler_type, 1, length(?)) = ?",
+                vec![text(p), text(p)],
+            );
+        }
+        if let Some(n) = &query.name_contains {
+            // SQLite's lower() folds ASCII letters only, as JobQuery::matches does.
+            add("instr(lower(name), lower(?)) > 0", vec![text(n)]);
+        }
+        values.push(Value::Integer(
+            i64::try_from(query.limit + 1).unwrap_or(i64::MAX),
+        ));
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs {}{} ORDER BY name LIMIT ?{}",
+            if cond.is_empty() { "" } else { "WHERE " },
+            cond.join(" AND "),
+            values.len()
+        );
+        let mut stmt = self.db.conn.prepare_cached(&sql).map_err(failed)?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(values), JobRow::read)
+            .map_err(failed)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(failed)?;
         Ok(rows
             .into_iter()
             .map(|r| r.into_job(path))

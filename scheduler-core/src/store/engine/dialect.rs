@@ -32,7 +32,8 @@ use crate::pause::{Hold, Pause, PauseKind};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunId, RunState};
 use crate::store::access::{ApiToken, NewToken, OperatorAction};
 use crate::store::{
-    CancelRequest, Capabilities, DueJob, LogLine, PurgeCounts, RunFilter, RunFinish, StoreError,
+    CancelRequest, Capabilities, DueJob, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish,
+    StoreError,
 };
 
 /// A primitive's result.
@@ -222,6 +223,13 @@ pub trait Conn: Send {
 
     /// Every job, by id.
     fn job_list(&mut self) -> impl Future<Output = Res<Vec<JobDef>>> + Send;
+
+    /// Up to `query.limit + 1` jobs named after `query.after` that pass its filters
+    /// ([`JobQuery::matches`]), by name ascending: the name column's order, which its unique
+    /// index gives, so a page is an ordered index scan that stops at the limit. The engine
+    /// has checked the limit and dropped an empty `handler_prefix` or `name_contains`, and
+    /// makes the page ([`crate::store::JobPage::of`]).
+    fn job_page(&mut self, query: &JobQuery) -> impl Future<Output = Res<Vec<JobDef>>> + Send;
 
     /// Inserts `job` with a new id, version 1 and `updated_at = now` unless its name is taken
     /// (then `None`, nothing written); the stored job.

@@ -49,7 +49,7 @@ use super::backend::{
 };
 use super::{
     Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
-    LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
+    JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
 };
 use crate::alert::{AlertDelivery, AlertKey, clip, limits};
 use crate::attempt::{Attempt, AttemptEnd, AttemptOutcome};
@@ -683,6 +683,21 @@ impl<T: DialectStore> Store for T {
 
     async fn job_list(&self) -> StoreResult<Vec<JobDef>> {
         read!(self.engine(), "listing jobs", |c| c.job_list())
+    }
+
+    async fn job_page(&self, query: &JobQuery) -> StoreResult<JobPage> {
+        query.validate()?;
+        // An empty text filter passes every job; dropping it spares each dialect the case
+        // (SQL Server's CHARINDEX finds no empty text).
+        let nonempty = |f: &Option<String>| f.clone().filter(|t| !t.is_empty());
+        let query = JobQuery {
+            handler_prefix: nonempty(&query.handler_prefix),
+            name_contains: nonempty(&query.name_contains),
+            ..query.clone()
+        };
+        let rows = read!(self.engine(), "listing a page of jobs", |c| c
+            .job_page(&query))?;
+        Ok(JobPage::of(&query, rows))
     }
 
     async fn job_delete(&self, id: JobId) -> StoreResult<()> {

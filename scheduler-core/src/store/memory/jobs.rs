@@ -290,6 +290,11 @@ impl<'a> JobRef<'a> {
     pub(super) fn name(self) -> JobName {
         JobName::stored(self.0.name())
     }
+
+    /// The name as the row holds it (no copy), for a scan in name order.
+    pub(super) fn name_str(self) -> &'a str {
+        self.0.name()
+    }
 }
 
 /// The job rows with their name index and the intern table of their profiles.
@@ -339,6 +344,16 @@ impl Jobs {
             .range((h, JobId(i64::MIN))..=(h, JobId(i64::MAX)))
             .map(|&(_, id)| id)
             .find(|&id| self.row(id).is_some_and(|r| r.name() == name))
+    }
+
+    /// Every row with its id, in id order, as a view (no `JobDef` built).
+    pub(super) fn views(&self) -> impl Iterator<Item = (JobId, JobRef<'_>)> + '_ {
+        self.pages.iter().flat_map(|(page, p)| {
+            p.rows.iter().enumerate().filter_map(move |(at, r)| {
+                r.as_ref()
+                    .map(|r| (JobId(page * PAGE + at as i64), JobRef(r)))
+            })
+        })
     }
 
     /// Every job in id order.

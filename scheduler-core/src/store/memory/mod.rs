@@ -630,6 +630,44 @@ impl Conn for MemoryConn<'_> {
         Ok(self.inner.jobs.iter().collect())
     }
 
+    async fn job_page(&mut self, query: &super::JobQuery) -> Res<Vec<JobDef>> {
+        use std::collections::BinaryHeap;
+        // The job table keeps no name order (its name index is hashed, `jobs.rs`), so a page
+        // is one scan of the rows keeping the `limit + 1` smallest matching names after the
+        // cursor: a `JobDef` is built only for a row that would enter that set, not for
+        // every row (about `limit × ln(jobs / limit)` of them when names are in no order).
+        let jobs = &self.inner.jobs;
+        let want = query.limit + 1;
+        let after = query.after.as_ref().map(JobName::as_str);
+        let mut best: BinaryHeap<(&str, JobId)> = BinaryHeap::with_capacity(want + 1);
+        let mut defs: HashMap<JobId, JobDef> = HashMap::with_capacity(want + 1);
+        for (id, row) in jobs.views() {
+            let name = row.name_str();
+            if after.is_some_and(|a| name <= a)
+                || (best.len() == want && best.peek().is_some_and(|(top, _)| name >= *top))
+            {
+                continue;
+            }
+            let Some(job) = jobs.get(id) else { continue };
+            if !query.matches(&job) {
+                continue;
+            }
+            best.push((name, id));
+            defs.insert(id, job);
+            if best.len() > want
+                && let Some((_, out)) = best.pop()
+            {
+                defs.remove(&out);
+            }
+        }
+        let mut page = best.into_vec();
+        page.sort_unstable();
+        Ok(page
+            .into_iter()
+            .filter_map(|(_, id)| defs.remove(&id))
+            .collect())
+    }
+
     async fn job_insert(&mut self, job: &JobDef, now: Timestamp) -> Res<Option<JobDef>> {
         let inner = &mut *self.inner;
         if inner.jobs.id_of(job.name.as_str()).is_some() {
