@@ -202,7 +202,7 @@ pub mod probe {
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
         Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
-        LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
+        JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
     };
 
     /// Calls and time per method name.
@@ -287,6 +287,9 @@ pub mod probe {
         }
         async fn job_list(&self) -> StoreResult<Vec<JobDef>> {
             timed!(self, "job_list", self.inner.job_list())
+        }
+        async fn job_page(&self, query: &JobQuery) -> StoreResult<JobPage> {
+            timed!(self, "job_page", self.inner.job_page(query))
         }
         async fn job_delete(&self, id: JobId) -> StoreResult<()> {
             timed!(self, "job_delete", self.inner.job_delete(id))

@@ -5,9 +5,11 @@
 //! * the cost of one scheduling pass's store calls when 10 jobs are due (`job_due`,
 //!   `run_claim_due`, `next_due`: what the loop calls per pass), at each size, to show
 //!   whether it grows with the number of jobs;
-//! * `Store::job_list` (what `takt job list` and `GET /api/v1/jobs` read), `takt job list`
-//!   itself when `--takt PATH` names a built `takt` binary, and the API's first pages of jobs
-//!   and of runs (`GET /api/v1/runs?limit=100`) with a run history added by bulk SQL.
+//! * `Store::job_list` (every job: what the engine's own rules still read), `Store::job_page`'s
+//!   first page of 100 (what `takt job list` and `GET /api/v1/jobs` read, page by page),
+//!   `takt job list` itself when `--takt PATH` names a built `takt` binary, and the API's
+//!   first pages of jobs (`GET /api/v1/jobs`, 100 by default) and of runs
+//!   (`GET /api/v1/runs?limit=100`) with a run history added by bulk SQL.
 //!
 //! ```text
 //! cargo run --release --manifest-path bench/Cargo.toml --bin scale -- [--sizes 10000,100000,1000000]
@@ -36,7 +38,7 @@ use takt_core::node::InstanceId;
 use takt_core::run::{NodeId, RunState};
 use takt_core::schedule::{Rule, Schedule, Zone};
 use takt_core::store::memory::MemoryStore;
-use takt_core::store::{ClaimParams, RunFinish, Store};
+use takt_core::store::{ClaimParams, JobQuery, RunFinish, Store};
 use takt_host::embed::HostBuilder;
 use takt_host::http::HttpConfig;
 use takt_host::store::{PgOptions, PgStore, SqliteOptions, SqliteStore};
@@ -489,6 +491,16 @@ async fn scenario<S: Store + Clone + 'static>(
             ms(t.elapsed())
         );
         drop(all);
+        let t = Instant::now();
+        let page = store
+            .job_page(&JobQuery::first(100))
+            .await
+            .expect("job_page");
+        println!(
+            "  Store::job_page (first {}): {:.2} ms",
+            page.jobs.len(),
+            ms(t.elapsed())
+        );
     }
     if let Some(takt) = args.text("takt")
         && let Some((db, env)) = backend.cli_db()

@@ -178,7 +178,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 50;
+pub const CHECKS: usize = 51;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
