@@ -13,7 +13,7 @@
 //!
 //! ```text
 //! cargo run --release --manifest-path bench/Cargo.toml --bin scale -- [--sizes 10000,100000,1000000]
-//!     [--backends memory,sqlite,pg] [--reps 30] [--runs 10000000] [--sqlite-runs N]
+//!     [--backends memory,memory-once,sqlite,pg] [--reps 30] [--runs 10000000] [--sqlite-runs N]
 //!     [--takt target/release/takt] [--pg-url URL] [--api-reps 5]
 //! ```
 //!
@@ -21,7 +21,9 @@
 //! `Store::job_insert` into `MemoryStore`; in SQLite and PostgreSQL one is inserted so and
 //! copied in SQL (only the name differs; in `MemoryStore` each job also has its own small
 //! parameters, `{"line":"L12","batch":417}`, so the bytes per job count them). Every job has a daily cron (`0 3 * * *`, UTC) and
-//! its next fire set, so none is due; the 10 due jobs are one-offs re-armed before each pass
+//! its next fire set, so none is due — except in `memory-once` (a `MemoryStore` too, not run
+//! by default), where every job is a one-off a day ahead at its own instant with its own
+//! description, the definition no two jobs share; the 10 due jobs are one-offs re-armed before each pass
 //! (`job_set_next_fire`, untimed) and their claimed runs finished after it (untimed).
 //! PostgreSQL uses the schema `bench_scale` (dropped first), at `--pg-url`, else
 //! `TAKT_TEST_PG_URL`, else `postgres://postgres@127.0.0.1:5432/test`.
@@ -97,7 +99,10 @@ const DUE: usize = 10;
 
 /// Where the jobs live, and how to add many of them quickly.
 enum Backend {
-    Memory(MemoryStore),
+    /// `true`: every job is a one-off at its own instant with its own description (what
+    /// one-off jobs per order look like), so no two jobs have the same definition apart from
+    /// the name and parameters; `false`: every job has the same daily cron.
+    Memory(MemoryStore, bool),
     Sqlite(SqliteStore, std::path::PathBuf),
     Pg(PgStore, tokio_postgres::Client, String),
 }
@@ -116,7 +121,8 @@ fn template(name: &str, now: Timestamp) -> JobDef {
 impl Backend {
     fn label(&self) -> &'static str {
         match self {
-            Backend::Memory(_) => "MemoryStore",
+            Backend::Memory(_, false) => "MemoryStore",
+            Backend::Memory(_, true) => "MemoryStore (one-offs)",
             Backend::Sqlite(..) => "SqliteStore",
             Backend::Pg(..) => "PgStore",
         }
@@ -126,7 +132,7 @@ impl Backend {
     async fn add_jobs(&self, from: usize, to: usize) {
         let now = Timestamp::now();
         match self {
-            Backend::Memory(store) => {
+            Backend::Memory(store, once) => {
                 let job = template("scale-0", now);
                 for i in from..to {
                     let mut j = job.clone();
@@ -134,6 +140,15 @@ impl Backend {
                     // Each job its own small parameters, as real jobs have: a shared text
                     // would flatter a store that keeps one copy per distinct value.
                     j.params_json = format!(r#"{{"line":"L{}","batch":{i}}}"#, i % 64);
+                    if *once {
+                        // A day ahead (none due), each a second after the one before.
+                        let at = now
+                            .checked_add(jiff::SignedDuration::from_secs(86_400 + i as i64))
+                            .expect("an instant in range");
+                        j.schedule = Some(Schedule::new(Rule::Once(at), Zone::utc()));
+                        j.description = Some(format!("order {i} for customer C{}", i % 977));
+                        j.next_fire = Some(at);
+                    }
                     store.job_insert(&j, now).await.expect("job inserted");
                 }
             }
@@ -196,7 +211,7 @@ impl Backend {
         let spread: i64 = 10_000;
         let newest = Timestamp::now().as_millisecond() - 86_400_000;
         match self {
-            Backend::Memory(_) => unreachable!("no bulk runs in memory"),
+            Backend::Memory(..) => unreachable!("no bulk runs in memory"),
             Backend::Sqlite(_, path) => {
                 let c = rusqlite::Connection::open(path).expect("open");
                 c.busy_timeout(Duration::from_secs(30))
@@ -251,7 +266,7 @@ impl Backend {
     /// `--db` and the environment for `takt job list` on this store.
     fn cli_db(&self) -> Option<(String, Vec<(&'static str, String)>)> {
         match self {
-            Backend::Memory(_) => None,
+            Backend::Memory(..) => None,
             Backend::Sqlite(_, path) => Some((path.display().to_string(), vec![])),
             Backend::Pg(_, _, url) => Some((url.clone(), vec![("TAKT_PG_SCHEMA", SCHEMA.into())])),
         }
@@ -461,7 +476,7 @@ async fn scenario<S: Store + Clone + 'static>(
         let rss1 = rss() - rss0;
         let added = (size - have) as f64;
         have = size;
-        if let Backend::Memory(_) = backend {
+        if let Backend::Memory(..) = backend {
             println!(
                 "{label} {size:>9} jobs: +{:.0} heap bytes / job, +{:.0} RSS bytes / job \
                  (inserting {added:.0} took {took:.1} s)",
@@ -511,7 +526,7 @@ async fn scenario<S: Store + Clone + 'static>(
         );
     }
     let runs = match backend {
-        Backend::Memory(_) => 0,
+        Backend::Memory(..) => 0,
         Backend::Sqlite(..) => args.num("sqlite-runs", args.num("runs", 10_000_000)),
         Backend::Pg(..) => args.num("runs", 10_000_000),
     };
@@ -559,9 +574,9 @@ async fn main() {
     );
     for b in backends.split(',') {
         match b.trim() {
-            "memory" => {
+            kind @ ("memory" | "memory-once") => {
                 let store = MemoryStore::new();
-                let backend = Backend::Memory(store.clone());
+                let backend = Backend::Memory(store.clone(), kind == "memory-once");
                 scenario(&backend, &store, &args, &sizes).await;
             }
             "sqlite" => {
@@ -596,7 +611,7 @@ async fn main() {
                         .expect("schema dropped");
                 }
             }
-            other => panic!("unknown backend {other:?}: memory, sqlite or pg"),
+            other => panic!("unknown backend {other:?}: memory, memory-once, sqlite or pg"),
         }
     }
 }

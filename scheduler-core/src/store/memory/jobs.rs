@@ -6,10 +6,17 @@
 //! fleet of jobs shares its handler, schedule, policies, group, owner), so a row keeps only
 //! what is each job's own and points at one shared copy of the rest:
 //!
-//! * [`Profile`] — every field a job definition is written with except its name and
-//!   parameters, interned: the table holds one [`Arc`] per distinct profile, and jobs that
-//!   share one share the copy. A profile leaves the table with its last row.
-//! * the name and the parameters' JSON text, in one `Box<str>` (name first);
+//! * [`Profile`] — every field a job definition is written with except what is typically each
+//!   job's own (name, parameters, description, a one-off's instant), interned: the table holds
+//!   one [`Arc`] per distinct profile, and jobs that share one share the copy. A profile leaves
+//!   the table with its last row.
+//! * the name, the description, the parameters' JSON text and, for a one-off
+//!   ([`Rule::Once`]), its instant, in one boxed byte string. One-off jobs (one per order, each
+//!   at its own instant) and jobs with their own description would otherwise each pay a whole
+//!   profile (~800 bytes): the profile keeps "once, in zone Z, with DST policy P" and the row
+//!   the instant, so one-offs that differ only in instant and description share it. A
+//!   description many jobs share is paid per job, like the parameters: descriptions are
+//!   mostly per job (what the order is), and a row has no room for a second pointer.
 //! * the fields the store itself changes (enabled, next fire, version, update time), inline,
 //!   the instants as seconds + nanoseconds so that no `Option` padding is paid.
 //!
@@ -43,7 +50,17 @@ const PAGE: i64 = 64;
 /// The seconds of an absent instant; jiff's timestamps never reach it.
 const NONE: i64 = i64::MIN;
 
-/// Everything a job is written with except its name and parameters: what many jobs share.
+/// The instant a profile's one-off schedule holds in place of the job's: the row has the job's.
+const ONCE_IN_ROW: Timestamp = Timestamp::UNIX_EPOCH;
+
+/// The bytes of a one-off's instant at the end of a row's text: seconds, then nanoseconds.
+const INSTANT_BYTES: usize = 12;
+
+/// A row's description length for no description (a description is at most 16,000 bytes).
+const NO_DESCRIPTION: u16 = u16::MAX;
+
+/// Everything a job is written with except its name, parameters, description and a one-off's
+/// instant: what many jobs share.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Profile {
     group: Option<String>,
@@ -61,7 +78,6 @@ pub(super) struct Profile {
     node_tag: Option<String>,
     application: Option<String>,
     owner: Option<String>,
-    description: Option<String>,
     isolation: Isolation,
     on_success: Vec<JobName>,
     on_failure: Vec<JobName>,
@@ -72,7 +88,13 @@ impl Profile {
         Profile {
             group: job.group.clone(),
             handler_type: job.handler_type.clone(),
-            schedule: job.schedule.clone(),
+            // A one-off's instant is the row's: one-offs alike but for it share the profile.
+            schedule: job.schedule.as_ref().map(|s| match s.rule() {
+                Rule::Once(_) => {
+                    Schedule::new(Rule::Once(ONCE_IN_ROW), s.zone().clone()).with_dst(s.dst())
+                }
+                _ => s.clone(),
+            }),
             effective_from: job.effective_from,
             expires_at: job.expires_at,
             timeout: job.timeout,
@@ -85,7 +107,6 @@ impl Profile {
             node_tag: job.node_tag.clone(),
             application: job.application.clone(),
             owner: job.owner.clone(),
-            description: job.description.clone(),
             isolation: job.isolation,
             on_success: job.on_success.clone(),
             on_failure: job.on_failure.clone(),
@@ -108,6 +129,14 @@ impl Profile {
             _ => None,
         };
         cron(self) == cron(other) && floats(self) == floats(other)
+    }
+
+    /// Whether the jobs' schedule is a one-off (whose instant is in the row).
+    fn once(&self) -> bool {
+        matches!(
+            self.schedule.as_ref().map(Schedule::rule),
+            Some(Rule::Once(_))
+        )
     }
 }
 
@@ -155,7 +184,6 @@ impl Hash for Shared {
         p.node_tag.hash(state);
         p.application.hash(state);
         p.owner.hash(state);
-        p.description.hash(state);
         p.isolation.hash(state);
         p.on_success.hash(state);
         p.on_failure.hash(state);
@@ -165,8 +193,10 @@ impl Hash for Shared {
 /// One job: its own fields inline, the rest in its shared [`Profile`] (64 bytes).
 #[derive(Clone, Debug)]
 struct Row {
-    /// The name, then the parameters' JSON text.
-    text: Box<str>,
+    /// The name, the description, the parameters' JSON text (each UTF-8, so `text` is UTF-8
+    /// up to the instant), then a one-off's instant ([`INSTANT_BYTES`], when the profile's
+    /// schedule is a one-off).
+    text: Box<[u8]>,
     profile: Arc<Profile>,
     version: u64,
     next_fire_s: i64,
@@ -175,16 +205,60 @@ struct Row {
     updated_at_ns: i32,
     /// Where the name ends in `text` (names are at most 200 characters).
     name_len: u16,
+    /// The description's length in `text` after the name, [`NO_DESCRIPTION`] for none.
+    desc_len: u16,
     enabled: bool,
 }
 
 impl Row {
+    /// The UTF-8 text at `range` of `text` (written from `str`s at these bounds).
+    fn str_at(&self, range: std::ops::Range<usize>) -> &str {
+        std::str::from_utf8(&self.text[range]).expect("text stored from a str")
+    }
+
     fn name(&self) -> &str {
-        &self.text[..usize::from(self.name_len)]
+        self.str_at(0..usize::from(self.name_len))
+    }
+
+    /// Where the parameters start in `text`.
+    fn params_start(&self) -> usize {
+        let desc = match self.desc_len {
+            NO_DESCRIPTION => 0,
+            n => usize::from(n),
+        };
+        usize::from(self.name_len) + desc
+    }
+
+    /// Where the parameters end in `text` (the instant follows, for a one-off).
+    fn params_end(&self) -> usize {
+        self.text.len()
+            - if self.profile.once() {
+                INSTANT_BYTES
+            } else {
+                0
+            }
+    }
+
+    fn description(&self) -> Option<&str> {
+        (self.desc_len != NO_DESCRIPTION)
+            .then(|| self.str_at(usize::from(self.name_len)..self.params_start()))
     }
 
     fn params(&self) -> &str {
-        &self.text[usize::from(self.name_len)..]
+        self.str_at(self.params_start()..self.params_end())
+    }
+
+    /// The job's schedule: the profile's, with a one-off's instant from the row.
+    fn schedule(&self) -> Option<Schedule> {
+        let s = self.profile.schedule.as_ref()?;
+        if !self.profile.once() {
+            return Some(s.clone());
+        }
+        let tail = &self.text[self.params_end()..];
+        let second = i64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+        let nanos = i32::from_le_bytes(tail[8..].try_into().expect("4 bytes"));
+        let at = instant(second, nanos).expect("a one-off's instant");
+        Some(Schedule::new(Rule::Once(at), s.zone().clone()).with_dst(s.dst()))
     }
 
     fn next_fire(&self) -> Option<Timestamp> {
@@ -203,7 +277,7 @@ impl Row {
             group: p.group.clone(),
             handler_type: p.handler_type.clone(),
             params_json: self.params().to_string(),
-            schedule: p.schedule.clone(),
+            schedule: self.schedule(),
             enabled: self.enabled,
             effective_from: p.effective_from,
             expires_at: p.expires_at,
@@ -217,7 +291,7 @@ impl Row {
             node_tag: p.node_tag.clone(),
             application: p.application.clone(),
             owner: p.owner.clone(),
-            description: p.description.clone(),
+            description: self.description().map(str::to_string),
             isolation: p.isolation,
             on_success: p.on_success.clone(),
             on_failure: p.on_failure.clone(),
@@ -378,10 +452,34 @@ impl Jobs {
             }
         };
         let name = job.name.as_str();
+        let description = job.description.as_deref();
+        let once = job.schedule.as_ref().and_then(|s| match s.rule() {
+            Rule::Once(at) => Some(*at),
+            _ => None,
+        });
+        let mut text = Vec::with_capacity(
+            name.len()
+                + description.map_or(0, str::len)
+                + job.params_json.len()
+                + once.map_or(0, |_| INSTANT_BYTES),
+        );
+        text.extend_from_slice(name.as_bytes());
+        text.extend_from_slice(description.unwrap_or("").as_bytes());
+        text.extend_from_slice(job.params_json.as_bytes());
+        if let Some(at) = once {
+            text.extend_from_slice(&at.as_second().to_le_bytes());
+            text.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
+        }
+        let desc_len = description.map_or(NO_DESCRIPTION, |d| {
+            u16::try_from(d.len())
+                .ok()
+                .filter(|&n| n != NO_DESCRIPTION)
+                .expect("a description of at most 4000 characters")
+        });
         let (next_fire_s, next_fire_ns) = parts(job.next_fire);
         let (updated_at_s, updated_at_ns) = parts(job.updated_at);
         let row = Row {
-            text: format!("{name}{}", job.params_json).into_boxed_str(),
+            text: text.into_boxed_slice(),
             profile,
             version: job.version,
             next_fire_s,
@@ -389,6 +487,7 @@ impl Jobs {
             next_fire_ns,
             updated_at_ns,
             name_len: u16::try_from(name.len()).expect("a name of at most 200 characters"),
+            desc_len,
             enabled: job.enabled,
         };
         self.names.insert((self.hash(name), id));
@@ -602,6 +701,76 @@ mod tests {
         );
         assert_eq!(jobs.id_of("j5"), None);
         assert_eq!(jobs.id_of("other"), Some(JobId(101)));
+    }
+
+    /// One-offs alike but for their instants and descriptions share one profile, and each
+    /// reads back its own instant (nanoseconds, before 1970) and description (none, empty,
+    /// multi-byte); a profile's one-off is told apart by zone and DST policy, not instant.
+    #[test]
+    fn one_offs_and_descriptions_are_the_rows() {
+        let mut jobs = Jobs::default();
+        let mut written = Vec::new();
+        for i in 1..=50 {
+            let mut j = job(i, &format!("order-{i}"));
+            let at = Timestamp::new(1_800_000_000 + i * 7 - 3_000_000_000, i as i32 * 11).unwrap();
+            j.schedule = Some(Schedule::new(Rule::Once(at), Zone::utc()));
+            j.description = match i % 3 {
+                0 => None,
+                1 => Some(format!("order {i}, größe {i}")),
+                _ => Some(String::new()),
+            };
+            j.params_json = format!("{{\"order\":{i}}}");
+            j.next_fire = Some(at);
+            jobs.insert(&j);
+            written.push(j);
+        }
+        assert_eq!(jobs.profiles.len(), 1, "one profile for all the one-offs");
+        for j in &written {
+            assert_eq!(jobs.get(j.id.unwrap()).as_ref(), Some(j));
+        }
+        // Another zone, another DST policy: other profiles; each still reads back.
+        let at = Timestamp::new(2_000_000_000, 0).unwrap();
+        let mut berlin = job(51, "berlin");
+        berlin.schedule = Some(Schedule::new(
+            Rule::Once(at),
+            Zone::get("Europe/Berlin").unwrap(),
+        ));
+        let mut later = job(52, "later");
+        later.schedule = Some(Schedule::new(Rule::Once(at), Zone::utc()).with_dst(
+            crate::schedule::DstPolicy {
+                gap: crate::schedule::GapPolicy::Skip,
+                fold: crate::schedule::FoldPolicy::Both,
+            },
+        ));
+        later.description = Some("x".repeat(4000));
+        // The placeholder instant itself, as a job's own: still the job's.
+        let mut epoch = job(53, "epoch");
+        epoch.schedule = Some(Schedule::new(Rule::Once(ONCE_IN_ROW), Zone::utc()));
+        for j in [&berlin, &later, &epoch] {
+            jobs.insert(j);
+            assert_eq!(jobs.get(j.id.unwrap()).as_ref(), Some(j));
+        }
+        assert_eq!(jobs.profiles.len(), 3);
+        // A description alone does not split a recurring fleet's profile either.
+        let mut cron = job(54, "cron-a");
+        cron.schedule = Some(Schedule::new(
+            Rule::Cron("0 3 * * *".parse().unwrap()),
+            Zone::utc(),
+        ));
+        cron.description = Some("a".into());
+        let mut cron_b = cron.clone();
+        cron_b.id = Some(JobId(55));
+        cron_b.name = JobName::new("cron-b").unwrap();
+        cron_b.description = Some("b".into());
+        jobs.insert(&cron);
+        jobs.insert(&cron_b);
+        assert_eq!(jobs.profiles.len(), 4);
+        assert_eq!(jobs.get(JobId(54)), Some(cron));
+        assert_eq!(jobs.get(JobId(55)), Some(cron_b));
+        // A view's recurring flag and the name index see the rows as before.
+        assert!(!jobs.view(JobId(7)).unwrap().recurring());
+        assert!(jobs.view(JobId(55)).unwrap().recurring());
+        assert_eq!(jobs.id_of("order-7"), Some(JobId(7)));
     }
 
     /// Replacing a row moves its name in the index; names that share a hash are told apart by
