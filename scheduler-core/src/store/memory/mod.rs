@@ -13,7 +13,7 @@
 //! The scheduling loop calls `job_due`, `run_claim_due` and `next_due` on every pass, so their
 //! cost must depend on what is due, not on how many jobs and runs exist (a million job
 //! definitions must not slow a tick down). [`Inner`] therefore keeps, beside the rows, the same
-//! indexes a database would: enabled jobs with a next fire by (priority, next fire, id), job
+//! indexes a database would: enabled jobs with a next fire by (priority, next fire, id) — recurring and one-off jobs in two disjoint sets, merged for the claim order —, job
 //! names, pending retries by due time, queued runs per job, running runs, and each job's
 //! running / pending counts. Every change to a job or a run goes through
 //! [`Inner::put_job`] / [`Inner::put_run`] / [`Inner::remove_run`], which keep them in step;
@@ -222,10 +222,12 @@ struct Inner {
     api_tokens: BTreeMap<String, ApiToken>,
     actions: Vec<OperatorAction>,
     // ---- indexes (see the module docs) ----
-    /// Enabled jobs with a next fire: priority → (next fire, id).
+    /// Enabled jobs with a next fire whose schedule does not recur: priority → (next fire,
+    /// id).
     fires: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
-    /// The same for the jobs with a recurring schedule alone (the claim's fairness rule
-    /// reads them apart, [`super::engine::DueSet::Recurring`]).
+    /// The same for the jobs with a recurring schedule. Disjoint from `fires`, so a job has
+    /// one entry whatever its kind: [`super::engine::DueSet::Recurring`] reads this one
+    /// alone, [`super::engine::DueSet::All`] merges both per priority level.
     recurring: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
     /// Pending runs with a retry time: (next attempt, id).
     retries: BTreeSet<(Timestamp, RunId)>,
@@ -235,6 +237,17 @@ struct Inner {
     running: BTreeSet<RunId>,
     /// Per job: (running, pending) run counts; absent when both are 0.
     active: HashMap<JobId, (u32, u32)>,
+}
+
+/// The entries of one priority level's fires set that are due at `now`, in claim order.
+fn level_due(
+    set: Option<&BTreeSet<(Timestamp, JobId)>>,
+    now: Timestamp,
+) -> impl Iterator<Item = (Timestamp, JobId)> + '_ {
+    set.into_iter()
+        .flatten()
+        .take_while(move |(fire, _)| *fire <= now)
+        .copied()
 }
 
 impl Inner {
@@ -367,10 +380,11 @@ impl Inner {
                 }
             }
         };
-        index(&mut self.fires);
-        if recurring {
-            index(&mut self.recurring);
-        }
+        index(if recurring {
+            &mut self.recurring
+        } else {
+            &mut self.fires
+        });
     }
 
     /// Job `id`'s entry in the fires index: (priority, next fire) when it is enabled and has
@@ -537,12 +551,31 @@ impl Inner {
         due: DueSet,
     ) -> Vec<JobId> {
         let mut out = Vec::new();
-        let index = match due {
-            DueSet::All => &self.fires,
-            DueSet::Recurring => &self.recurring,
+        let levels: BTreeSet<Priority> = match due {
+            DueSet::All => self
+                .fires
+                .keys()
+                .chain(self.recurring.keys())
+                .copied()
+                .collect(),
+            DueSet::Recurring => self.recurring.keys().copied().collect(),
         };
-        for set in index.values() {
-            for &(_, id) in set.iter().take_while(|(fire, _)| *fire <= now) {
+        for p in levels {
+            // Each level's two sets merged in (next fire, id) order: the claim order.
+            let once_set = match due {
+                DueSet::All => self.fires.get(&p),
+                DueSet::Recurring => None,
+            };
+            let mut once = level_due(once_set, now).peekable();
+            let mut recurring = level_due(self.recurring.get(&p), now).peekable();
+            loop {
+                let next = match (once.peek(), recurring.peek()) {
+                    (Some(a), Some(b)) if a <= b => once.next(),
+                    (Some(_), Some(_)) | (None, Some(_)) => recurring.next(),
+                    (Some(_), None) => once.next(),
+                    (None, None) => break,
+                };
+                let Some((_, id)) = next else { break };
                 if skip.contains(&id) || !self.serves(id, tags) {
                     continue;
                 }
@@ -786,11 +819,15 @@ impl Conn for MemoryConn<'_> {
         let inner = &*self.inner;
         // The first served job of each priority (jobs this node does not serve are passed
         // over: a node with no tags walks past the tagged ones).
-        let fires = inner.fires.values().filter_map(|set| {
-            set.iter()
-                .find(|(_, id)| inner.serves(*id, tags))
-                .map(|(fire, _)| *fire)
-        });
+        let fires = inner
+            .fires
+            .values()
+            .chain(inner.recurring.values())
+            .filter_map(|set| {
+                set.iter()
+                    .find(|(_, id)| inner.serves(*id, tags))
+                    .map(|(fire, _)| *fire)
+            });
         // A held (paused) job's pending runs wait for its resume, like its fires.
         let enabled = |job: JobId| {
             inner
