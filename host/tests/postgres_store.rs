@@ -370,6 +370,24 @@ fn notify_wakes_a_sleeping_node_for_another_process_s_job() {
     });
 }
 
+/// A proxy in front of the server of `url` (to break connections or lose answers) and the
+/// URL that goes through it; `None` (the test skips, saying so) when `url` is not TCP.
+fn proxied(url: &str) -> Option<(common::proxy::Proxy, String)> {
+    let config: tokio_postgres::Config = url.parse().expect("url");
+    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(h)), p) => (h.clone(), p.copied().unwrap_or(5432)),
+        _ => {
+            eprintln!("SKIPPED: needs a TCP TAKT_TEST_PG_URL");
+            return None;
+        }
+    };
+    let proxy = common::proxy::Proxy::start(format!("{host}:{port}"));
+    let user = config.get_user().unwrap_or("postgres");
+    let db = config.get_dbname().unwrap_or(user);
+    let via = format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port);
+    Some((proxy, via))
+}
+
 /// Claims through a connection that breaks. First the answers of three COMMITs are lost after
 /// the server applied them: each claim finds out by its token what it claimed, so every run is
 /// handed out once. Then every connection is reset every few ms for 3 s, at any point of a
@@ -379,18 +397,10 @@ fn notify_wakes_a_sleeping_node_for_another_process_s_job() {
 #[test]
 fn claims_through_a_breaking_connection_lose_and_double_nothing() {
     let Some(url) = url() else { return };
-    let config: tokio_postgres::Config = url.parse().expect("url");
-    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
-        (Some(tokio_postgres::config::Host::Tcp(h)), p) => (h.clone(), p.copied().unwrap_or(5432)),
-        _ => {
-            eprintln!("SKIPPED: needs a TCP TAKT_TEST_PG_URL");
-            return;
-        }
+    let Some((proxy, via)) = proxied(&url) else {
+        return;
     };
-    let proxy = std::sync::Arc::new(common::proxy::Proxy::start(format!("{host}:{port}")));
-    let user = config.get_user().unwrap_or("postgres");
-    let db = config.get_dbname().unwrap_or(user);
-    let via = format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port);
+    let proxy = std::sync::Arc::new(proxy);
     let rt = runtime();
     rt.block_on(async {
         let schemas = Schemas::new(&url);
@@ -510,18 +520,9 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
 #[test]
 fn a_finish_whose_commit_answer_is_lost_continues_once() {
     let Some(url) = url() else { return };
-    let config: tokio_postgres::Config = url.parse().expect("url");
-    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
-        (Some(tokio_postgres::config::Host::Tcp(h)), p) => (h.clone(), p.copied().unwrap_or(5432)),
-        _ => {
-            eprintln!("SKIPPED: needs a TCP TAKT_TEST_PG_URL");
-            return;
-        }
+    let Some((proxy, via)) = proxied(&url) else {
+        return;
     };
-    let proxy = common::proxy::Proxy::start(format!("{host}:{port}"));
-    let user = config.get_user().unwrap_or("postgres");
-    let db = config.get_dbname().unwrap_or(user);
-    let via = format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port);
     let rt = runtime();
     rt.block_on(async {
         let schemas = Schemas::new(&url);
@@ -806,18 +807,9 @@ fn a_finish_dropped_while_writing_hands_the_queue_on() {
 #[test]
 fn a_batch_of_finishes_whose_commit_answer_is_lost_is_resolved_for_each() {
     let Some(url) = url() else { return };
-    let config: tokio_postgres::Config = url.parse().expect("url");
-    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
-        (Some(tokio_postgres::config::Host::Tcp(h)), p) => (h.clone(), p.copied().unwrap_or(5432)),
-        _ => {
-            eprintln!("SKIPPED: needs a TCP TAKT_TEST_PG_URL");
-            return;
-        }
+    let Some((proxy, via)) = proxied(&url) else {
+        return;
     };
-    let proxy = common::proxy::Proxy::start(format!("{host}:{port}"));
-    let user = config.get_user().unwrap_or("postgres");
-    let db = config.get_dbname().unwrap_or(user);
-    let via = format!("postgres://{user}@127.0.0.1:{}/{db}", proxy.port);
     let rt = runtime();
     rt.block_on(async {
         let schemas = Schemas::new(&url);

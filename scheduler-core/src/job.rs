@@ -519,9 +519,7 @@ impl JobDef {
     /// job (the SQL stores' `recurring` column) so the due queries can read the recurring
     /// fires alone from an index.
     pub fn is_recurring(&self) -> bool {
-        self.schedule
-            .as_ref()
-            .is_some_and(|s| !matches!(s.rule(), crate::schedule::Rule::Once(_)))
+        self.schedule.as_ref().is_some_and(Schedule::recurs)
     }
 
     /// **The one next-fire function**: the first firing occurrence of the job's schedule

@@ -184,6 +184,11 @@ impl Schedule {
         self.dst
     }
 
+    /// Whether it fires again and again (cron, calendar, interval), not once.
+    pub fn recurs(&self) -> bool {
+        !matches!(self.rule, Rule::Once(_))
+    }
+
     /// A plain-English description ending with the zone, e.g.
     /// `at 02:00 on the last day of every month, Europe/Berlin`.
     pub fn describe(&self) -> String {

@@ -346,7 +346,7 @@ impl<'a> JobRef<'a> {
             .profile
             .schedule
             .as_ref()
-            .is_some_and(|s| !matches!(s.rule(), Rule::Once(_)))
+            .is_some_and(Schedule::recurs)
     }
 
     pub(super) fn node_tag(self) -> Option<&'a str> {

@@ -551,16 +551,30 @@ impl Inner {
         due: DueSet,
     ) -> Vec<JobId> {
         let mut out = Vec::new();
-        let levels: BTreeSet<Priority> = match due {
-            DueSet::All => self
-                .fires
-                .keys()
-                .chain(self.recurring.keys())
-                .copied()
-                .collect(),
-            DueSet::Recurring => self.recurring.keys().copied().collect(),
+        // The priority levels of both sets in order, each once, without collecting them
+        // (this runs on every claim and pass).
+        let mut once_levels = match due {
+            DueSet::All => Some(self.fires.keys().copied().peekable()),
+            DueSet::Recurring => None,
         };
-        for p in levels {
+        let mut recurring_levels = self.recurring.keys().copied().peekable();
+        let mut next_level = || {
+            let a = once_levels.as_mut().and_then(|l| l.peek().copied());
+            let b = recurring_levels.peek().copied();
+            let p = match (a, b) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(p), None) | (None, Some(p)) => p,
+                (None, None) => return None,
+            };
+            if a == Some(p) {
+                once_levels.as_mut().and_then(Iterator::next);
+            }
+            if b == Some(p) {
+                recurring_levels.next();
+            }
+            Some(p)
+        };
+        while let Some(p) = next_level() {
             // Each level's two sets merged in (next fire, id) order: the claim order.
             let once_set = match due {
                 DueSet::All => self.fires.get(&p),
