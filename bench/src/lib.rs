@@ -201,7 +201,7 @@ pub mod probe {
     use takt_core::pause::{Pause, PauseTarget, Resumed};
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
-        Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
+        Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, DueSet,
         JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
     };
 
@@ -326,8 +326,8 @@ pub mod probe {
         ) -> StoreResult<Vec<DueJob>> {
             timed!(self, "job_due", self.inner.job_due(now, limit, tags))
         }
-        async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
-            timed!(self, "next_due", self.inner.next_due(tags))
+        async fn next_due(&self, tags: &[String], set: DueSet) -> StoreResult<Option<Timestamp>> {
+            timed!(self, "next_due", self.inner.next_due(tags, set))
         }
         async fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {
             timed!(self, "run_claim_due", self.inner.run_claim_due(params))

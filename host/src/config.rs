@@ -13,6 +13,7 @@
 //! | `TAKT_NODE_ID` | `node_id` |
 //! | `TAKT_NODE_TAGS` | `tags` (comma-separated) |
 //! | `TAKT_CAPACITY` | `capacity` |
+//! | `TAKT_RECURRING_RESERVE` | `recurring_reserve` |
 //! | `TAKT_TZ` | `timezone` |
 //! | `TAKT_EXE_ALLOWLIST` | `[exe] allowlist` (entries separated like `PATH`) |
 //! | `TAKT_SQL_CONNECTION_<NAME>` | `[sql.connections] <name>` (a password need not be in the file) |
@@ -103,8 +104,12 @@ pub struct Config {
     /// The node tags this node serves: it runs untagged jobs and jobs with one of these
     /// `node_tag`s (seed 004 DispatcherID).
     pub tags: Vec<String>,
-    /// The most runs at once on this node.
+    /// The most runs at once on this node, besides `recurring_reserve`.
     pub capacity: usize,
+    /// Slots beyond `capacity` that only fires of recurring schedules take (default 1; 0:
+    /// `capacity` limits every run). See
+    /// [`crate::scheduler::SchedulerConfig::recurring_reserve`].
+    pub recurring_reserve: usize,
     /// The zone of job schedules that name none.
     pub timezone: String,
     /// How long a shutdown waits for running runs before cancelling them.
@@ -131,7 +136,8 @@ pub struct Config {
     /// Poll the plugin directory this often and reload changed files (`[plugins] watch`,
     /// `watch_interval`); `None`: reload on SIGHUP only.
     pub plugin_watch: Option<Duration>,
-    /// The most worker processes alive at once (`[plugins] max_workers`; default: capacity).
+    /// The most worker processes alive at once (`[plugins] max_workers`; default: capacity
+    /// plus the recurring reserve).
     pub max_workers: usize,
     /// Each worker process's memory cap in bytes (`[plugins] worker_memory`).
     pub worker_memory: Option<u64>,
@@ -179,6 +185,7 @@ struct FileConfig {
     node_id: Option<String>,
     tags: Option<Vec<String>>,
     capacity: Option<usize>,
+    recurring_reserve: Option<usize>,
     timezone: Option<String>,
     grace: Option<String>,
     log_format: Option<String>,
@@ -590,9 +597,30 @@ impl Config {
                 ),
             ));
         }
+        let recurring_reserve = match env("TAKT_RECURRING_RESERVE") {
+            Some(v) => v.trim().parse::<usize>().map_err(|_| {
+                env_err(
+                    "TAKT_RECURRING_RESERVE",
+                    format!(
+                        "\"{v}\" is not a whole number; set it to the slots kept for recurring \
+                         schedules, e.g. 1 (0: none)"
+                    ),
+                )
+            })?,
+            None => raw.recurring_reserve.unwrap_or(1),
+        };
+        if recurring_reserve > MAX_RECURRING_RESERVE {
+            return Err(err(
+                "recurring_reserve",
+                format!(
+                    "{recurring_reserve} is more than {MAX_RECURRING_RESERVE} slots; it is added \
+                     to the capacity for recurring schedules only: give a few (default 1)"
+                ),
+            ));
+        }
         let plugins = raw
             .plugins
-            .resolve(capacity)
+            .resolve(capacity + recurring_reserve)
             .map_err(|(key, m)| err(key, m))?;
         let mut jobs: Vec<JobDef> = Vec::with_capacity(raw.jobs.len());
         for (i, entry) in raw.jobs.into_iter().enumerate() {
@@ -715,6 +743,7 @@ impl Config {
             node_id,
             tags,
             capacity,
+            recurring_reserve,
             timezone,
             grace,
             log_format,
@@ -748,6 +777,10 @@ struct PluginSettings {
     worker_memory: Option<u64>,
     check_permissions: bool,
 }
+
+/// The largest accepted `recurring_reserve`: the reserve is a few slots beside the capacity,
+/// and a larger number is more likely a capacity written under the wrong key.
+const MAX_RECURRING_RESERVE: usize = 1024;
 
 /// The smallest accepted `[plugins] worker_memory`: below it a worker cannot even load.
 const MIN_WORKER_MEMORY: u64 = 32 << 20;
@@ -1159,6 +1192,7 @@ mod tests {
         assert_eq!(c.plugin_dir, Path::new("/etc/takt/plugins"));
         assert_eq!(c.shadow_dir, Path::new("/etc/takt/.takt-shadow"));
         assert_eq!(c.capacity, 8);
+        assert_eq!(c.recurring_reserve, 1, "one slot kept for recurring fires");
         assert_eq!(c.timezone, "UTC");
         assert_eq!(c.grace, Duration::from_secs(10));
         assert!(c.jobs.is_empty());
@@ -1206,6 +1240,25 @@ mod tests {
         assert!(e.message.contains("not a postgres:// URL"), "{e}");
         let e = parse("tags = [\" x\"]").unwrap_err();
         assert_eq!(e.key, "tags");
+    }
+
+    #[test]
+    fn the_recurring_reserve_is_read_checked_and_overridden() {
+        assert_eq!(parse("recurring_reserve = 0").unwrap().recurring_reserve, 0);
+        assert_eq!(parse("recurring_reserve = 3").unwrap().recurring_reserve, 3);
+        let e = parse("recurring_reserve = 5000").unwrap_err();
+        assert_eq!(e.key, "recurring_reserve");
+        assert!(e.message.contains("more than 1024"), "{e}");
+        let e = parse("recurring_reserve = -1").unwrap_err();
+        assert!(e.to_string().contains("recurring_reserve"), "{e}");
+        let env =
+            |v: &'static str| move |k: &str| (k == "TAKT_RECURRING_RESERVE").then(|| v.to_string());
+        let c =
+            Config::parse("recurring_reserve = 3", Path::new("/c/takt.toml"), env("0")).unwrap();
+        assert_eq!(c.recurring_reserve, 0, "the environment wins");
+        let e = Config::parse("", Path::new("/c/takt.toml"), env("two")).unwrap_err();
+        assert_eq!(e.key, "TAKT_RECURRING_RESERVE");
+        assert!(e.message.contains("\"two\" is not a whole number"), "{e}");
     }
 
     #[test]
@@ -1678,7 +1731,10 @@ effective_from = 2026-01-01T00:00:00+08:00
         let c = parse("capacity = 3").unwrap();
         assert!(c.isolate.is_empty());
         assert_eq!(c.plugin_watch, None);
-        assert_eq!(c.max_workers, 3, "max_workers defaults to the capacity");
+        assert_eq!(
+            c.max_workers, 4,
+            "max_workers defaults to the capacity plus the recurring reserve"
+        );
         assert_eq!(c.worker_memory, None);
         assert!(c.check_permissions, "on unless the operator says otherwise");
 

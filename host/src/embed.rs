@@ -91,8 +91,9 @@ pub struct HostBuilder<S> {
 
 impl<S: Store + Clone + 'static> HostBuilder<S> {
     /// A host on `store` with the defaults: no plugin directory, node id = this machine's host
-    /// name, [`SchedulerConfig::new`] and [`ExecutorConfig::default`] (capacity 8, 5 s grace),
-    /// the system clock, shadow copies under the temp directory.
+    /// name, [`SchedulerConfig::new`] and [`ExecutorConfig::default`] (5 s grace; its slots
+    /// are the capacity plus the recurring reserve), the system clock, shadow copies under
+    /// the temp directory.
     pub fn new(store: S) -> HostBuilder<S> {
         HostBuilder {
             store,
@@ -153,10 +154,17 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
         self
     }
 
-    /// The most runs at once on this node (the loop's claims and the executor's slots).
+    /// The most runs at once on this node (the loop's claims and the executor's slots),
+    /// besides the [`recurring_reserve`](Self::recurring_reserve).
     pub fn capacity(mut self, n: usize) -> Self {
         self.scheduler.capacity = n;
-        self.executor.capacity = n;
+        self
+    }
+
+    /// Slots beyond the capacity that only fires of recurring schedules take (default 1; 0:
+    /// the capacity limits every run): see [`SchedulerConfig::recurring_reserve`].
+    pub fn recurring_reserve(mut self, n: usize) -> Self {
+        self.scheduler.recurring_reserve = n;
         self
     }
 
@@ -166,9 +174,9 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
         self
     }
 
-    /// The scheduler's timings and batch sizes wholesale (its node and capacity included).
+    /// The scheduler's timings and batch sizes wholesale (its node, capacity and recurring
+    /// reserve included).
     pub fn scheduler_config(mut self, config: SchedulerConfig) -> Self {
-        self.executor.capacity = config.capacity;
         self.scheduler = config;
         self
     }
@@ -197,7 +205,8 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
         self
     }
 
-    /// The most worker processes alive at once (default: the capacity).
+    /// The most worker processes alive at once (default: the capacity plus the recurring
+    /// reserve).
     pub fn max_workers(mut self, n: usize) -> Self {
         self.max_workers = Some(n);
         self
@@ -227,7 +236,9 @@ impl<S: Store + Clone + 'static> HostBuilder<S> {
 
     /// Loads the plugins, recovers this node's leftover runs and starts the loop on the
     /// current tokio runtime (and the HTTP API, when asked for).
-    pub async fn start(self) -> Result<Host<S>, HostError> {
+    pub async fn start(mut self) -> Result<Host<S>, HostError> {
+        // The executor has a slot for every run the loop may start, the reserved ones too.
+        self.executor.capacity = self.scheduler.slots();
         let mut plugins = Plugins::builder()
             .options(self.load_options)
             .isolate(self.isolate)

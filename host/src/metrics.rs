@@ -59,7 +59,8 @@ pub struct Metrics {
 pub struct Snapshot {
     /// Runs of this node in flight.
     pub running: usize,
-    /// This node's capacity.
+    /// The most runs this node runs at once: its capacity plus its recurring reserve
+    /// (`SchedulerConfig::slots`), so that `running` never exceeds it.
     pub capacity: usize,
     /// Plugin calls abandoned since start (threads that ignored a cancel).
     pub abandoned_total: usize,
@@ -96,7 +97,7 @@ impl Collector for Levels {
         gauge(
             &mut encoder,
             "takt_capacity",
-            "the most runs this node runs at once",
+            "the most runs this node runs at once (capacity plus the slots reserved for recurring fires)",
             to_i64(s.capacity),
         )?;
         gauge(

@@ -27,7 +27,8 @@ use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::memory::MemoryStore;
 use takt_core::store::{
     Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
-    JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError, StoreResult,
+    DueSet, JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreError,
+    StoreResult,
 };
 use takt_host::executor::{Executor, ExecutorConfig};
 use takt_host::plugins::PluginSet;
@@ -93,7 +94,7 @@ impl Store for Switch {
         fn job_set_enabled(&self, id: JobId, enabled: bool, now: Timestamp) -> StoreResult<JobDef>;
         fn job_set_next_fire(&self, id: JobId, expected: Option<Timestamp>, new: Option<Timestamp>) -> StoreResult<()>;
         fn job_due(&self, now: Timestamp, limit: usize, tags: &[String]) -> StoreResult<Vec<DueJob>>;
-        fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>>;
+        fn next_due(&self, tags: &[String], set: DueSet) -> StoreResult<Option<Timestamp>>;
         fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>>;
         fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run>;
         fn run_enqueue(&self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run>;

@@ -500,6 +500,7 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
         tags: Vec::new(),
         now,
         limit: 10,
+        recurring_only: 0,
         lease: Duration::from_secs(60),
     }))
     .expect("claim");
@@ -798,6 +799,7 @@ fn logs_follow_waits_for_the_run_to_end() {
         tags: Vec::new(),
         now,
         limit: 10,
+        recurring_only: 0,
         lease: Duration::from_secs(60),
     }))
     .expect("claim");

@@ -128,6 +128,7 @@ fn claim_and_succeed(s: &SqliteStore, node: &str, life: &InstanceId, now: Timest
         tags: Vec::new(),
         now,
         limit: 10,
+        recurring_only: 0,
         lease: Duration::from_secs(60),
     }))
     .expect("claim");
@@ -214,6 +215,7 @@ fn why_names_a_group_hold_and_resume_releases_it() {
         tags: Vec::new(),
         now: start,
         limit: 10,
+        recurring_only: 0,
         lease: Duration::from_secs(60),
     }))
     .expect("claim");
@@ -589,6 +591,7 @@ fn a_zombie_attempt_beside_its_retry_is_a_duplicate() {
                 tags: Vec::new(),
                 now: t(now),
                 limit: 10,
+                recurring_only: 0,
                 lease: Duration::from_secs(60),
             }))
             .expect("claim")
@@ -692,6 +695,7 @@ fn a_run_waiting_for_a_dependency_is_shown_and_explained() {
         tags: Vec::new(),
         now: fire,
         limit: 10,
+        recurring_only: 0,
         lease: Duration::from_secs(600),
     }))
     .expect("claim");

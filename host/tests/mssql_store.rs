@@ -259,6 +259,7 @@ fn four_pools_racing_claim_each_fire_once() {
                             tags: Vec::new(),
                             now: conformance::claims_now(),
                             limit: 7,
+                            recurring_only: 0,
                             lease: Duration::from_secs(60),
                         })
                         .await
@@ -584,6 +585,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
                     tags: Vec::new(),
                     now: conformance::claims_now(),
                     limit: 5,
+                    recurring_only: 0,
                     lease: Duration::from_secs(60),
                 })
                 .await

@@ -131,6 +131,7 @@ fn four_pools_racing_claim_each_fire_once() {
                             tags: Vec::new(),
                             now: conformance::claims_now(),
                             limit: 7,
+                            recurring_only: 0,
                             lease: Duration::from_secs(60),
                         })
                         .await
@@ -419,6 +420,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
             tags: Vec::new(),
             now: conformance::claims_now(),
             limit: 2,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         };
         let mut got: Vec<(JobId, Timestamp)> = Vec::new();
@@ -541,6 +543,7 @@ fn a_finish_whose_commit_answer_is_lost_continues_once() {
             tags: Vec::new(),
             now: t0,
             limit: 1,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         };
         let claimed = direct.run_claim_due(&params).await.expect("claim");
@@ -609,6 +612,7 @@ fn finishes_that_meet_are_committed_together() {
             tags: Vec::new(),
             now: t0,
             limit: runs,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         };
         let claimed = store.run_claim_due(&params).await.expect("claim");
@@ -719,6 +723,7 @@ fn a_finish_dropped_while_writing_hands_the_queue_on() {
             tags: Vec::new(),
             now: t0,
             limit: runs,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         };
         let claimed = store.run_claim_due(&params).await.expect("claim");
@@ -831,6 +836,7 @@ fn a_batch_of_finishes_whose_commit_answer_is_lost_is_resolved_for_each() {
             tags: Vec::new(),
             now: t0,
             limit: parents,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         };
         let claimed = direct.run_claim_due(&params).await.expect("claim");

@@ -472,6 +472,7 @@ async fn a_run_left_running_by_this_node_is_failed_and_retried_at_start() {
             tags: Vec::new(),
             now: t0(),
             limit: 1,
+            recurring_only: 0,
             lease: Duration::from_secs(30),
         })
         .await
@@ -926,6 +927,7 @@ async fn another_nodes_expired_run_is_recovered_and_retried_here() {
             tags: Vec::new(),
             now: t0(),
             limit: 1,
+            recurring_only: 0,
             lease: Duration::from_secs(30),
         })
         .await
@@ -1003,6 +1005,7 @@ async fn the_retention_job_is_an_ordinary_run_that_purges_old_history() {
             tags: Vec::new(),
             now: t0(),
             limit: 1,
+            recurring_only: 0,
             lease: Duration::from_secs(30),
         })
         .await
@@ -1086,6 +1089,7 @@ async fn a_run_claimed_for_this_node_but_never_started_is_failed_and_retried() {
             tags: Vec::new(),
             now: t0(),
             limit: 1,
+            recurring_only: 0,
             lease: Duration::from_secs(30),
         })
         .await
@@ -1143,5 +1147,62 @@ async fn a_cron_due_behind_a_one_off_backlog_is_not_held_back() {
         position < 20,
         "the cron's fire started as the {position}th run after it fell due, behind the backlog"
     );
+    h.handle.shutdown(Duration::from_secs(10)).await;
+}
+
+/// The recurring reserve through the loop: one-offs that run for long fill the whole
+/// capacity, and a cron that falls due meanwhile starts at once on the slot kept for
+/// recurring fires, while the one-offs still waiting stay waiting. Without the reserve
+/// (`recurring_reserve = 0`) the cron waits for a one-off to end (a minute here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_starts_on_the_reserve_while_long_one_offs_fill_the_capacity() {
+    let store = MemoryStore::default();
+    let mut backlog = Vec::new();
+    for i in 0..4 {
+        let mut j = job(
+            &format!("long-{i}"),
+            "testing::polite",
+            r#"{"seconds": 60.0}"#,
+        )
+        .with_schedule(schedule(Rule::Once(t0())));
+        j.next_fire = Some(t0());
+        backlog.push(store.job_insert(&j, t0()).await.unwrap().id.unwrap());
+    }
+    let cron = schedule(Rule::Cron(CronExpr::parse("* * * * * *").unwrap()));
+    let mut cron = job("every-second", "testing::echo", "{}").with_schedule(cron);
+    cron.next_fire = Some(at(1));
+    let every_second = store.job_insert(&cron, t0()).await.unwrap().id.unwrap();
+    let mut h = Harness::start_with(store, t0(), |c| {
+        c.capacity = 2;
+        c.recurring_reserve = 1;
+    })
+    .await;
+    for _ in 0..2 {
+        let (job, _) = h.started().await;
+        assert!(
+            backlog.contains(&job),
+            "the one-offs fill the capacity first"
+        );
+    }
+    h.advance(1);
+    let (job, fire) = h.started().await;
+    assert_eq!(
+        (job, fire),
+        (every_second, at(1)),
+        "the cron's fire starts on the reserved slot beside the two one-offs"
+    );
+    let waiting = h
+        .store
+        .run_list(&RunFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| backlog.contains(&r.job_id))
+        .count();
+    assert_eq!(
+        waiting, 2,
+        "the reserve took no one-off: two ran, two are still due (no run yet)"
+    );
+    assert!(h.handle.running() <= 3, "capacity 2 + 1 reserved");
     h.handle.shutdown(Duration::from_secs(10)).await;
 }

@@ -276,7 +276,8 @@ fn migrations_applied_twice_are_a_noop() {
             (10, "run_triggers"),
             (11, "continuations"),
             (12, "job_groups"),
-            (13, "recurring_jobs")
+            (13, "recurring_jobs"),
+            (14, "recurring_next_due")
         ]
     );
     assert_eq!(
@@ -449,7 +450,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         .collect();
     assert_eq!(
         started,
-        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
         "{events:?}"
     );
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
@@ -797,6 +798,7 @@ fn runs_and_logs_survive_reopening() {
             tags: Vec::new(),
             now: at(1),
             limit: 10,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         }))
         .expect("claim");
@@ -906,6 +908,7 @@ fn claims_match_the_memory_store() {
                     tags: Vec::new(),
                     now: at(now),
                     limit: 1 + step % 2,
+                    recurring_only: 0,
                     lease: Duration::from_secs(60),
                 })
                 .await
@@ -1096,6 +1099,7 @@ fn concurrent_finishes_are_each_a_compare_and_set() {
         tags: Vec::new(),
         now: t0,
         limit: n,
+        recurring_only: 0,
         lease: Duration::from_secs(60),
     }))
     .expect("claim");

@@ -270,6 +270,7 @@ fn takt(dir: &TempDir, n: u64, limit: usize, claim_index: bool) -> Sample {
             tags: Vec::new(),
             now,
             limit,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         }))
         .expect("claim");

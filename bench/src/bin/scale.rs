@@ -40,7 +40,7 @@ use takt_core::node::InstanceId;
 use takt_core::run::{NodeId, RunState};
 use takt_core::schedule::{Rule, Schedule, Zone};
 use takt_core::store::memory::MemoryStore;
-use takt_core::store::{ClaimParams, JobQuery, RunFinish, Store};
+use takt_core::store::{ClaimParams, DueSet, JobQuery, RunFinish, Store};
 use takt_host::embed::HostBuilder;
 use takt_host::http::HttpConfig;
 use takt_host::store::{PgOptions, PgStore, SqliteOptions, SqliteStore};
@@ -336,6 +336,7 @@ async fn passes<S: Store>(store: &S, due: &[JobId], reps: usize, rep0: usize) ->
             tags: vec![],
             now,
             limit: 64,
+            recurring_only: 0,
             lease: Duration::from_secs(60),
         };
         let t0 = Instant::now();
@@ -343,7 +344,7 @@ async fn passes<S: Store>(store: &S, due: &[JobId], reps: usize, rep0: usize) ->
         let t1 = Instant::now();
         let claimed = store.run_claim_due(&params).await.expect("claim");
         let t2 = Instant::now();
-        let next = store.next_due(&[]).await.expect("next_due");
+        let next = store.next_due(&[], DueSet::All).await.expect("next_due");
         let t3 = Instant::now();
         assert_eq!(found.len(), DUE, "exactly the due jobs are due");
         assert_eq!(claimed.len(), DUE, "exactly the due jobs are claimed");

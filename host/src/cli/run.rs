@@ -163,11 +163,12 @@ async fn host(
         }
     };
     outln!(
-        "takt {} on {} (node {}, capacity {}, config {})",
+        "takt {} on {} (node {}, capacity {} + {} for recurring schedules, config {})",
         env!("CARGO_PKG_VERSION"),
         config.database,
         config.node_id,
         config.capacity,
+        config.recurring_reserve,
         config.file.display()
     )?;
 
@@ -255,12 +256,14 @@ async fn host(
         )?;
     }
 
-    let executor = Executor::new(ExecutorConfig {
-        capacity: config.capacity,
-        ..ExecutorConfig::default()
-    });
     let mut sched_config = SchedulerConfig::new(NodeId(config.node_id.clone()));
     sched_config.capacity = config.capacity;
+    sched_config.recurring_reserve = config.recurring_reserve;
+    // The executor has a slot for every run the loop may start, the reserved ones too.
+    let executor = Executor::new(ExecutorConfig {
+        capacity: sched_config.slots(),
+        ..ExecutorConfig::default()
+    });
     sched_config.tags = config.tags.clone();
     sched_config.lease = config.lease;
     sched_config.renew_every = config.renew_every;

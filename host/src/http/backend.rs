@@ -296,7 +296,7 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
             };
             Snapshot {
                 running: self.running(),
-                capacity: self.capacity(),
+                capacity: self.capacity() + self.recurring_reserve(),
                 abandoned_total: stats.abandoned_total,
                 abandoned_alive: stats.abandoned_alive,
                 killed_total: stats.killed_total,

@@ -22,12 +22,15 @@
 //! 2. **Prepare** the due jobs ([`Store::job_due`]: the first [`SchedulerConfig::claim_batch`]
 //!    in claim order, with their running and pending counts): the misfire and overlap
 //!    decisions (`machine::prepare`). A pass that changed anything here prepares again.
-//! 3. **Claim** with [`Store::run_claim_due`], limit = free capacity (at most
+//! 3. **Claim** with [`Store::run_claim_due`], limit = free slots (at most
 //!    [`SchedulerConfig::claim_batch`]), in growing chunks (8, 16, 32, …), starting each
 //!    chunk's runs before claiming the next, so the first runs of a crowded instant start
-//!    without waiting for the whole batch. A paused node ([`SchedulerHandle::pause`]) skips
-//!    steps 2 and 3.
-//! 4. **Sleep** until the earliest of: [`Store::next_due`] (one indexed query), an input, the
+//!    without waiting for the whole batch. The free part of the
+//!    [`SchedulerConfig::recurring_reserve`] goes to the claim as
+//!    [`takt_core::store::ClaimParams::recurring_only`], so only recurring fires take it. A paused node
+//!    ([`SchedulerHandle::pause`]) skips steps 2 and 3.
+//! 4. **Sleep** until the earliest of: [`Store::next_due`] (one indexed query; of recurring
+//!    fires only when the reserve is all that is free), an input, the
 //!    next lease renewal, or the safety poll. The due instant and renewal are waited for on
 //!    the [`Clock`]; the safety poll is real time (it exists for changes other nodes make in
 //!    the store). While the database is away a pass that failed waits with backoff instead.
@@ -124,8 +127,19 @@ pub struct SchedulerConfig {
     /// The node tags this node serves (seed 004 DispatcherID): it runs untagged jobs and jobs
     /// whose `node_tag` is one of these. Empty by default: untagged jobs only.
     pub tags: Vec<String>,
-    /// The most runs this node runs at once (0 is read as 1).
+    /// The most runs this node runs at once (0 is read as 1), besides its
+    /// `recurring_reserve`.
     pub capacity: usize,
+    /// Slots beyond `capacity` that only fires of recurring jobs take
+    /// ([`takt_core::store::ClaimedRun::recurring_fire`]: cron, calendar and interval
+    /// schedules and triggers of such jobs; not retries, queued, backfilled or one-off runs).
+    /// A backlog of long one-offs or retries that fills the capacity thus never delays a
+    /// schedule: the claim's fairness share decides among what is due, the reserve keeps
+    /// room to start it. Recurring fires use the reserve first, then the capacity, so at
+    /// most `capacity + recurring_reserve` runs run at once and at most `capacity` that are
+    /// not recurring fires. Default 1; 0 makes `capacity` the one limit for every run. The
+    /// executor given to the scheduler needs room for both ([`SchedulerConfig::slots`]).
+    pub recurring_reserve: usize,
     /// How long a claim holds a run before another node may recover it (seed 000 §7: 60 s).
     pub lease: Duration,
     /// How often this node renews its leases (seed 000 §7: every 30 s) and recovers other
@@ -160,9 +174,9 @@ pub const MIN_PLUGIN_WATCH: Duration = Duration::from_millis(100);
 pub const MAX_LOOKAHEAD: Duration = Duration::from_millis(500);
 
 impl SchedulerConfig {
-    /// Defaults for `node`: capacity 8, 60 s lease renewed every 30 s (seed 000 §7; clamped
-    /// to just under half the lease), 1 s safety poll, batches of 32, fires claimed 25 ms
-    /// ahead.
+    /// Defaults for `node`: capacity 8 and 1 slot reserved for recurring fires, 60 s lease
+    /// renewed every 30 s (seed 000 §7; clamped to just under half the lease), 1 s safety
+    /// poll, batches of 32, fires claimed 25 ms ahead.
     pub fn new(node: NodeId) -> SchedulerConfig {
         SchedulerConfig {
             node,
@@ -171,6 +185,7 @@ impl SchedulerConfig {
             host_name: crate::config::host_name(),
             tags: Vec::new(),
             capacity: 8,
+            recurring_reserve: 1,
             lease: Duration::from_secs(60),
             renew_every: Duration::from_secs(30),
             safety_poll: Duration::from_secs(1),
@@ -178,6 +193,14 @@ impl SchedulerConfig {
             lookahead: Duration::from_millis(25),
             plugin_watch: None,
         }
+    }
+}
+
+impl SchedulerConfig {
+    /// The most runs at once: `capacity` (0 read as 1) + `recurring_reserve` — what the
+    /// executor must have room for.
+    pub fn slots(&self) -> usize {
+        self.capacity.max(1).saturating_add(self.recurring_reserve)
     }
 }
 
@@ -698,9 +721,15 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
         &self.ctx.store
     }
 
-    /// This node's capacity (the most runs at once).
+    /// This node's capacity (the most runs at once besides its recurring reserve).
     pub fn capacity(&self) -> usize {
         self.ctx.config.capacity
+    }
+
+    /// The slots beyond the capacity that only recurring fires take
+    /// ([`SchedulerConfig::recurring_reserve`]).
+    pub fn recurring_reserve(&self) -> usize {
+        self.ctx.config.recurring_reserve
     }
 
     /// The executor's counters (abandoned and killed calls).

@@ -32,7 +32,7 @@ pub(super) async fn execute<S: Store + Clone + 'static>(
     claimed: ClaimedRun,
     cancel: CancelToken,
 ) -> Ended {
-    let ClaimedRun { run, job } = claimed;
+    let ClaimedRun { run, job, .. } = claimed;
     let builtin = crate::builtin::is_builtin(&job.handler_type);
     let start = start_at(&run);
     // Claimed ahead (the lookahead): a plugin run is handed to the executor now, with its

@@ -274,7 +274,7 @@ impl<S: Store + Clone + 'static> Shell<S> {
             | Step::RecoverExpired { .. }
             | Step::Prepare { .. }
             | Step::Claim { .. }
-            | Step::ReadNextDue
+            | Step::ReadNextDue { .. }
             | Step::StopExecutor => unreachable!("calls are made by `call`"),
         }
         false
@@ -313,13 +313,18 @@ impl<S: Store + Clone + 'static> Shell<S> {
                     .map(|runs| runs.len()),
             ),
             Step::Prepare { now, horizon } => Event::Prepared(prepare(ctx, now, horizon).await),
-            Step::Claim { horizon, limit } => {
+            Step::Claim {
+                horizon,
+                limit,
+                recurring_only,
+            } => {
                 let params = ClaimParams {
                     node: config.node.clone(),
                     instance: config.instance.clone(),
                     tags: config.tags.clone(),
                     now: horizon,
                     limit,
+                    recurring_only,
                     lease: config.lease,
                 };
                 let begun = std::time::Instant::now();
@@ -329,7 +334,9 @@ impl<S: Store + Clone + 'static> Shell<S> {
                 }
                 Event::Claimed(claimed)
             }
-            Step::ReadNextDue => Event::NextDue(ctx.store.next_due(&config.tags).await),
+            Step::ReadNextDue { set } => {
+                Event::NextDue(ctx.store.next_due(&config.tags, set).await)
+            }
             Step::StopExecutor => {
                 // What still runs is cancelled as shutdown and given the executor's grace to
                 // return; a run still queued for a slot ends without being called.

@@ -18,7 +18,7 @@ use takt_core::run::{NodeId, Progress, Run, RunId};
 use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 use takt_core::store::{
     Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
-    JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
+    DueSet, JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
 };
 
 use super::migrate::{AppliedMigration, MigrationObserver};
@@ -318,7 +318,7 @@ impl Store for AnyStore {
             new: Option<Timestamp>
         ) -> StoreResult<()>;
         fn job_due(&self, now: Timestamp, limit: usize, tags: &[String]) -> StoreResult<Vec<DueJob>>;
-        fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>>;
+        fn next_due(&self, tags: &[String], set: DueSet) -> StoreResult<Option<Timestamp>>;
         fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>>;
         fn run_insert_skipped(&self, run: &Run) -> StoreResult<Run>;
         fn run_enqueue(&self, job: JobId, fire: Timestamp, now: Timestamp) -> StoreResult<Run>;

@@ -49,6 +49,7 @@ macro_rules! server_migrations {
             $crate::store::migrate::Migration::new(10, "continuations", $crate::store::migrate::server_migrations!(@file $dir, "0010_continuations.sql")),
             $crate::store::migrate::Migration::new(11, "job_groups", $crate::store::migrate::server_migrations!(@file $dir, "0011_job_groups.sql")),
             $crate::store::migrate::Migration::new(12, "recurring_jobs", $crate::store::migrate::server_migrations!(@file $dir, "0012_recurring_jobs.sql")),
+            $crate::store::migrate::Migration::new(13, "recurring_next_due", $crate::store::migrate::server_migrations!(@file $dir, "0013_recurring_next_due.sql")),
         ]
     };
     (@file $dir:literal, $file:literal) => {

@@ -32,8 +32,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, JobPage, JobQuery, LogLevel,
-    LogLine, RunCursor, RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
+    Backfilled, CancelOutcome, ClaimParams, ClaimedRun, DueJob, DueSet, JobPage, JobQuery,
+    LogLevel, LogLine, RunCursor, RunFilter, RunFinish, Store, StoreError, StoreErrorKind,
 };
 use crate::attempt::{Attempt, AttemptOutcome};
 use crate::job::{Isolation, JobDef, JobId, JobName, Priority};
@@ -125,6 +125,7 @@ where
     check!(disabled_jobs_are_not_claimed);
     check!(claim_orders_by_priority_then_due_time);
     check!(recurring_fires_get_half_of_a_full_claim);
+    check!(recurring_only_room_is_left_to_recurring_fires);
     check!(finish_is_conditional);
     check!(retry_requeues_and_is_claimable_only_when_due);
     check!(lease_expiry_recovery_fails_then_retries_per_policy);
@@ -178,7 +179,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 51;
+pub const CHECKS: usize = 52;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -332,6 +333,7 @@ fn claim(node_name: &str, now: Timestamp, limit: usize) -> ClaimParams {
         tags: Vec::new(),
         now,
         limit,
+        recurring_only: 0,
         lease: Duration::from_secs(60),
     }
 }
@@ -364,9 +366,12 @@ pub async fn node_tags_route_jobs_to_the_nodes_that_serve_them<S: Store>(store: 
         "a node with another tag"
     );
     assert_eq!(due(line1.clone()).await, ["line-1-only", "anywhere"]);
-    assert_eq!(store.next_due(&[]).await.expect("next_due"), Some(t0()));
     assert_eq!(
-        store.next_due(&line1).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
+        Some(t0())
+    );
+    assert_eq!(
+        store.next_due(&line1, DueSet::All).await.expect("next_due"),
         Some(at(-60))
     );
 
@@ -633,7 +638,7 @@ async fn dependents_wait_for_their_upstream_and_run_after_it_succeeds<S: Store>(
         "a waiting run is not in flight for the overlap policy"
     );
     let next = store
-        .next_due(&[])
+        .next_due(&[], DueSet::All)
         .await
         .expect("next due")
         .expect("something is due");
@@ -1263,7 +1268,7 @@ pub async fn job_due_lists_due_jobs_in_claim_order_with_counts<S: Store>(store: 
 /// runs whose job has nothing running; `None` when nothing is scheduled.
 pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     assert_eq!(
-        store.next_due(&[]).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
         None,
         "empty store"
     );
@@ -1272,7 +1277,7 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     off.next_fire = Some(at(-600));
     insert(&store, off).await;
     assert_eq!(
-        store.next_due(&[]).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
         None,
         "a disabled job is never due"
     );
@@ -1280,17 +1285,20 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     job.retry = RetryPolicy::new(1, Backoff::Fixed(vec![Duration::from_secs(30)]));
     let job = insert(&store, job).await;
     let id = job.id.expect("id");
-    assert_eq!(store.next_due(&[]).await.expect("next_due"), Some(t0()));
+    assert_eq!(
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
+        Some(t0())
+    );
     let c = claim_one(&store, "node-a", t0()).await;
     assert_eq!(
-        store.next_due(&[]).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
         Some(at(60)),
         "after the claim: the next fire"
     );
     let retry = finish(&store, &c.run, failed(), at(5)).await;
     assert_eq!(retry.next_attempt_at, Some(at(35)));
     assert_eq!(
-        store.next_due(&[]).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
         Some(at(35)),
         "a pending retry before the next fire"
     );
@@ -1305,7 +1313,7 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
         .await
         .expect("move next fire");
     assert_eq!(
-        store.next_due(&[]).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
         Some(at(120)),
         "a queued run behind a running one is not due"
     );
@@ -1317,7 +1325,7 @@ pub async fn next_due_is_the_earliest_claimable_instant<S: Store>(store: S) {
     )
     .await;
     assert_eq!(
-        store.next_due(&[]).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
         Some(at(36)),
         "a queued run is due from its creation once nothing of its job runs"
     );
@@ -1882,6 +1890,96 @@ pub async fn recurring_fires_get_half_of_a_full_claim<S: Store>(store: S) {
         "everything due was claimed once: {:?}",
         names(rest)
     );
+}
+
+/// `ClaimParams::recurring_only` (a node's free recurring reserve): of a claim's `limit`,
+/// that many go only to fires of recurring jobs — the claim takes at most
+/// `limit - recurring_only` other runs (one-offs, queued runs of a recurring job), and what it
+/// leaves stays due; `ClaimedRun::recurring_fire` says which is which; and
+/// `next_due(DueSet::Recurring)` is the next recurring fire, past every due one-off.
+pub async fn recurring_only_room_is_left_to_recurring_fires<S: Store>(store: S) {
+    let once = |name: &str, due: i64| {
+        let mut j = manual(name).with_schedule(Schedule::new(Rule::Once(at(due)), Zone::utc()));
+        j.next_fire = Some(at(due));
+        j
+    };
+    let every_second = |name: &str, next: i64| {
+        let rule = Rule::Cron(CronExpr::parse("* * * * * *").expect("cron"));
+        let mut j = manual(name).with_schedule(Schedule::new(rule, Zone::utc()));
+        j.next_fire = Some(at(next));
+        j
+    };
+    for i in 0..5 {
+        insert(&store, once(&format!("once-{i}"), i)).await;
+    }
+    insert(&store, every_second("cron-a", 10)).await;
+    insert(&store, every_second("cron-b", 10)).await;
+    // A queued run of a recurring job is not a fire of its schedule: it is one of the others.
+    let queued = insert(&store, every_second("cron-q", 1000)).await;
+    let queued_id = queued.id.expect("id");
+    store
+        .run_enqueue(queued_id, at(5), t0())
+        .await
+        .expect("enqueue");
+    let with_reserve = |limit: usize, recurring_only: usize| ClaimParams {
+        recurring_only,
+        ..claim("node-a", at(10), limit)
+    };
+    let kinds = |c: &[ClaimedRun]| -> Vec<(String, bool)> {
+        c.iter()
+            .map(|c| (c.job.name.to_string(), c.recurring_fire))
+            .collect()
+    };
+
+    let first = store
+        .run_claim_due(&with_reserve(3, 2))
+        .await
+        .expect("claim");
+    assert_eq!(
+        kinds(&first),
+        [
+            ("once-0".to_string(), false),
+            ("cron-a".to_string(), true),
+            ("cron-b".to_string(), true)
+        ],
+        "one other run, the reserved room to the recurring fires"
+    );
+    let none = store
+        .run_claim_due(&with_reserve(2, 2))
+        .await
+        .expect("claim");
+    assert!(
+        none.is_empty(),
+        "only reserved room and no recurring fire due: nothing, not a one-off or a queued \
+         run: {:?}",
+        kinds(&none)
+    );
+    assert_eq!(
+        store
+            .next_due(&[], DueSet::Recurring)
+            .await
+            .expect("next due"),
+        Some(at(11)),
+        "the next recurring fire, past the due one-offs"
+    );
+    assert_eq!(
+        store.next_due(&[], DueSet::All).await.expect("next due"),
+        Some(t0()),
+        "the queued run is claimable at once"
+    );
+    let rest = claim_all(&store, at(10)).await;
+    let mut names: Vec<String> = rest.iter().map(|c| c.job.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["cron-q", "once-1", "once-2", "once-3", "once-4"],
+        "what the reserve left stayed due"
+    );
+    let queued_run = rest
+        .iter()
+        .find(|c| c.job.name.as_str() == "cron-q")
+        .expect("queued run");
+    assert!(!queued_run.recurring_fire, "a queued run is no fire");
 }
 
 /// Many finishes at once (a server store writes those that meet in one batch, group
@@ -2757,7 +2855,10 @@ pub async fn paused_jobs_are_held_and_resume_per_their_misfire_policy<S: Store>(
             .expect("due")
             .is_empty()
     );
-    assert_eq!(store.next_due(&[]).await.expect("next_due"), None);
+    assert_eq!(
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
+        None
+    );
     assert!(
         claim_all(&store, at(600)).await.is_empty(),
         "nothing claimed"
@@ -2853,7 +2954,7 @@ pub async fn a_paused_jobs_pending_runs_wait_for_its_resume<S: Store>(store: S) 
         "a paused job's queued run is not claimed"
     );
     assert_eq!(
-        store.next_due(&[]).await.expect("next_due"),
+        store.next_due(&[], DueSet::All).await.expect("next_due"),
         None,
         "nothing due while the job is paused"
     );

@@ -51,6 +51,7 @@ use crate::pause::{Pause, PauseTarget, Resumed};
 use crate::policy::{MisfirePolicy, OverlapPolicy, RetryPolicy};
 use crate::run::{NodeId, PluginBuild, Progress, Run, RunEvent, RunId, RunState, TransitionError};
 use access::{ApiToken, NewToken, OperatorAction};
+pub use engine::DueSet;
 
 /// A store result.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -222,6 +223,12 @@ pub struct ClaimParams {
     pub now: Timestamp,
     /// The most runs to claim (the node's free capacity).
     pub limit: usize,
+    /// How many of `limit` only fires of recurring jobs may take ([`ClaimedRun::recurring_fire`]):
+    /// at most `limit - recurring_only` other runs (one-off fires, manual triggers of
+    /// one-off jobs, retries, queued and backfilled runs) are claimed. The loop passes the
+    /// free part of its recurring reserve here, so that runs of other jobs never hold the
+    /// slots kept for schedules. 0: every slot is open to every run.
+    pub recurring_only: usize,
     /// How long the node holds each claimed run before it must renew ([`Store::lease_renew`]).
     pub lease: Duration,
 }
@@ -268,6 +275,14 @@ pub struct ClaimedRun {
     pub run: Run,
     /// Its job (handler, parameters, timeout, retry policy).
     pub job: JobDef,
+    /// The run is a fire of a recurring job ([`JobDef::is_recurring`]: its schedule's next
+    /// fire, or a trigger of it), not a pending run (retry, queued, backfilled,
+    /// continuation) and not a one-off's: what the claim's fairness share and
+    /// [`ClaimParams::recurring_only`] count, and what may hold a node's recurring reserve.
+    /// A claim whose COMMIT answer was lost and that was found by its token tells it from
+    /// the run (a first attempt of a recurring job that no backfill or continuation made),
+    /// which counts a queued first attempt of such a job as a fire.
+    pub recurring_fire: bool,
 }
 
 /// The end of an attempt, as [`crate::run::Run::apply`] computed it: a final state, or
@@ -782,9 +797,15 @@ pub trait Store: Send + Sync {
     /// of an enabled job, or the creation time of a queued run whose job has nothing running
     /// (claimable at once) — of jobs a node serving `tags` may run. `None` when nothing is
     /// scheduled. The loop sleeps until then.
+    ///
+    /// With [`DueSet::Recurring`], only the earliest next fire of an enabled recurring job
+    /// ([`ClaimedRun::recurring_fire`]): what a node whose capacity is full except for its
+    /// recurring reserve can still claim, so that it sleeps until the next schedule instead
+    /// of past it.
     fn next_due(
         &self,
         tags: &[String],
+        set: DueSet,
     ) -> impl Future<Output = StoreResult<Option<Timestamp>>> + Send;
 
     // ---- claiming ------------------------------------------------------------------------
@@ -809,6 +830,9 @@ pub trait Store: Send + Sync {
     /// when more is due than `limit`, at least half of it (rounded up) goes to fires of
     /// recurring jobs ([`JobDef::is_recurring`]) if that many are due. A backlog of one-off
     /// fires, triggered runs or retries therefore never holds a recurring schedule back.
+    /// And at most `limit - recurring_only` of the runs claimed are not such fires
+    /// ([`ClaimParams::recurring_only`]: the room of the node's recurring reserve); the
+    /// others left stay due.
     fn run_claim_due(
         &self,
         params: &ClaimParams,

@@ -21,6 +21,10 @@
 //!   anything (so every fire claimed went through those decisions), claim in growing chunks up
 //!   to the free capacity, read the next due instant, sleep. A stop is obeyed at each of these
 //!   boundaries: the pass ends, runs already claimed still start.
+//! * At most `capacity + recurring_reserve` runs are in flight, and at most `capacity` that
+//!   are not recurring fires: each claim chunk tells the store how much of it only recurring
+//!   fires may take, from the runs in flight at that moment ([`Machine::free`]). When only
+//!   reserved slots are free, the next due instant read is that of recurring fires.
 //! * A wake that comes during a pass is kept and starts the next pass as soon as this one
 //!   ends, so no change is missed between a pass's read and its sleep.
 //! * The stop: the drain lets `in_flight` and `finishing` empty for up to the grace (renewing
@@ -38,7 +42,7 @@ use jiff::Timestamp;
 use takt_core::job::JobId;
 use takt_core::policy::RetryPolicy;
 use takt_core::run::{PluginBuild, Run, RunEvent, RunId, RunState};
-use takt_core::store::{ClaimedRun, RunFinish, StoreError, StoreErrorKind};
+use takt_core::store::{ClaimedRun, DueSet, RunFinish, StoreError, StoreErrorKind};
 
 use super::{SchedulerConfig, SchedulerEvent};
 use crate::plugins::PluginVersion;
@@ -167,15 +171,22 @@ pub(crate) enum Step {
         /// Due by.
         horizon: Timestamp,
     },
-    /// Claim up to `limit` runs due by `horizon`. Answers [`Event::Claimed`].
+    /// Claim up to `limit` runs due by `horizon`, `recurring_only` of them for recurring fires
+    /// only (the free part of the recurring reserve). Answers [`Event::Claimed`].
     Claim {
         /// Due by.
         horizon: Timestamp,
         /// The most runs.
         limit: usize,
+        /// How many of `limit` only recurring fires may take.
+        recurring_only: usize,
     },
-    /// Read the next due instant. Answers [`Event::NextDue`].
-    ReadNextDue,
+    /// Read the next due instant of `set`: every due thing, or only recurring fires when the
+    /// reserve is all that is free. Answers [`Event::NextDue`].
+    ReadNextDue {
+        /// What may still be claimed.
+        set: DueSet,
+    },
     /// Cancel everything the executor still runs and wait for its threads' grace. Answers
     /// [`Event::ExecutorStopped`].
     StopExecutor,
@@ -233,7 +244,7 @@ impl Step {
                 | Step::RecoverExpired { .. }
                 | Step::Prepare { .. }
                 | Step::Claim { .. }
-                | Step::ReadNextDue
+                | Step::ReadNextDue { .. }
                 | Step::StopExecutor
         )
     }
@@ -259,6 +270,15 @@ pub(crate) enum PassError {
     NextDue(StoreError),
 }
 
+/// Free slots ([`Machine::free`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Free {
+    /// For any run.
+    any: usize,
+    /// For runs that are not recurring fires (at most `any`).
+    others: usize,
+}
+
 /// What the machine knows of a run of this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Flight {
@@ -267,6 +287,8 @@ struct Flight {
     attempt: u32,
     /// A cancel was asked already (the overlap policy `cancel-running` asks once).
     cancel_asked: bool,
+    /// A recurring fire ([`ClaimedRun::recurring_fire`]): it may hold a reserved slot.
+    recurring: bool,
 }
 
 /// A pass in progress.
@@ -363,6 +385,21 @@ impl Machine {
     /// This node's runs in flight (what [`super::SchedulerHandle::running`] reports).
     pub(crate) fn running(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// The free slots: for any run, and for runs that are not recurring fires. Recurring
+    /// fires fill the reserve first, then the capacity ([`SchedulerConfig::recurring_reserve`]).
+    fn free(&self) -> Free {
+        let reserve = self.config.recurring_reserve;
+        let all = self.in_flight.len();
+        // At most capacity + reserve runs are in flight, so counting costs little.
+        let recurring = self.in_flight.values().filter(|f| f.recurring).count();
+        let general = (all - recurring) + recurring.saturating_sub(reserve);
+        let any = (self.config.capacity + reserve).saturating_sub(all);
+        Free {
+            any,
+            others: self.config.capacity.saturating_sub(general).min(any),
+        }
     }
 
     /// The stop's grace, once stopping (a run's end that cannot be recorded is given up after
@@ -724,7 +761,7 @@ impl Machine {
         if self.stop.is_some() {
             return self.begin_drain(now, out);
         }
-        let free = self.config.capacity.saturating_sub(self.in_flight.len());
+        let free = self.free().any;
         if free > 0 && !self.paused {
             let chunks = Chunks {
                 taken: 0,
@@ -740,9 +777,12 @@ impl Machine {
 
     fn claim_chunk(&mut self, pass: Pass, mut chunks: Chunks, out: &mut Vec<Step>) {
         chunks.asked = chunks.chunk.min(chunks.limit - chunks.taken);
+        // The runs of earlier chunks are in flight already: what is free for others now.
+        let others = self.free().others;
         out.push(Step::Claim {
             horizon: pass.horizon,
             limit: chunks.asked,
+            recurring_only: chunks.asked - chunks.asked.min(others),
         });
         self.phase = Phase::Claiming(pass, chunks);
     }
@@ -802,6 +842,7 @@ impl Machine {
                 fire_time: claimed.run.fire_time,
                 attempt: claimed.run.attempt,
                 cancel_asked: false,
+                recurring: claimed.recurring_fire,
             },
         );
         out.push(Step::Publish(SchedulerEvent::Started {
@@ -817,7 +858,16 @@ impl Machine {
         if self.stop.is_some() {
             return self.begin_drain(now, out);
         }
-        out.push(Step::ReadNextDue);
+        // Only the reserve free: only a recurring fire can be claimed, and every due one-off
+        // would otherwise be the next due instant (past, so the loop would sleep to the
+        // safety poll through the next schedule).
+        let free = self.free();
+        let set = if free.others == 0 && free.any > 0 {
+            DueSet::Recurring
+        } else {
+            DueSet::All
+        };
+        out.push(Step::ReadNextDue { set });
         self.phase = Phase::ReadingDue(pass);
     }
 
@@ -842,7 +892,7 @@ impl Machine {
         if self.outage_pass(pass.error.take(), now, out) {
             return;
         }
-        let has_free = !self.paused && self.in_flight.len() < self.config.capacity;
+        let has_free = !self.paused && self.free().any > 0;
         if pass.progressed && has_free && due.is_some_and(|d| d <= now) {
             // More is due right now (a backlog, a second fire of a catch-up): pass again.
             return self.start_pass(now, out);
@@ -931,6 +981,7 @@ impl Machine {
             fire_time: run.fire_time,
             attempt: run.attempt,
             cancel_asked: false,
+            recurring: false,
         });
         if let Some(version) = drained {
             out.push(Step::Publish(SchedulerEvent::PluginDrained { version }));

@@ -7,7 +7,7 @@ use takt_core::job::{JobDef, JobId};
 use takt_core::node::InstanceId;
 use takt_core::policy::RetryPolicy;
 use takt_core::run::{CancelReason, NodeId, Run, RunEvent, RunId, RunState};
-use takt_core::store::{ClaimedRun, RunFinish, StoreError};
+use takt_core::store::{ClaimedRun, DueSet, RunFinish, StoreError};
 
 use super::prepare::Prepared;
 use super::{Command, Ended, Event, Machine, Step};
@@ -28,6 +28,8 @@ fn ms(t: Timestamp, ms: i64) -> Timestamp {
 fn config() -> SchedulerConfig {
     SchedulerConfig {
         capacity: 4,
+        // The reserve has its own tests (`the_recurring_reserve_*`).
+        recurring_reserve: 0,
         lease: Duration::from_secs(60),
         renew_every: Duration::from_secs(27),
         safety_poll: Duration::from_secs(1),
@@ -78,7 +80,11 @@ fn claimed(id: i64, job: i64, fire: Timestamp) -> ClaimedRun {
     .unwrap();
     let mut job_def = JobDef::new(&format!("job-{job}"), "testing::echo").unwrap();
     job_def.id = Some(JobId(job));
-    ClaimedRun { run, job: job_def }
+    ClaimedRun {
+        run,
+        job: job_def,
+        recurring_fire: false,
+    }
 }
 
 fn started(c: &ClaimedRun) -> Vec<Step> {
@@ -121,7 +127,8 @@ fn to_claim(m: &mut Machine, now: Timestamp) {
         m.handle(Event::Prepared(Ok(Prepared::default())), now),
         vec![Step::Claim {
             horizon: now,
-            limit: 4
+            limit: 4,
+            recurring_only: 0
         }]
     );
 }
@@ -144,7 +151,7 @@ fn a_pass_renews_recovers_prepares_claims_reads_the_next_due_and_sleeps() {
     to_claim(&mut m, t0());
     assert_eq!(
         m.handle(Event::Claimed(Ok(vec![])), t0()),
-        vec![Step::ReadNextDue]
+        vec![Step::ReadNextDue { set: DueSet::All }]
     );
     // Sleeps until the lookahead before the next due instant, polled every second.
     assert_eq!(
@@ -164,12 +171,13 @@ fn a_pass_renews_recovers_prepares_claims_reads_the_next_due_and_sleeps() {
         m.handle(Event::Prepared(Ok(Prepared::default())), now),
         vec![Step::Claim {
             horizon: at(10),
-            limit: 4
+            limit: 4,
+            recurring_only: 0
         }]
     );
     let c = claimed(1, 7, at(10));
     let mut steps = started(&c);
-    steps.push(Step::ReadNextDue);
+    steps.push(Step::ReadNextDue { set: DueSet::All });
     assert_eq!(m.handle(Event::Claimed(Ok(vec![c])), now), steps);
     assert_eq!(m.running(), 1);
     // Nothing else due: sleep until the next renewal (27 s after the first pass).
@@ -184,7 +192,8 @@ fn claims_grow_in_chunks_up_to_the_free_capacity() {
         m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
         vec![Step::Claim {
             horizon: t0(),
-            limit: 8
+            limit: 8,
+            recurring_only: 0
         }]
     );
     let first: Vec<_> = (1..=8).map(|i| claimed(i, i, t0())).collect();
@@ -194,7 +203,8 @@ fn claims_grow_in_chunks_up_to_the_free_capacity() {
         steps.last(),
         Some(&Step::Claim {
             horizon: t0(),
-            limit: 16
+            limit: 16,
+            recurring_only: 0
         })
     );
     let second: Vec<_> = (9..=24).map(|i| claimed(i, i, t0())).collect();
@@ -204,12 +214,13 @@ fn claims_grow_in_chunks_up_to_the_free_capacity() {
         steps.last(),
         Some(&Step::Claim {
             horizon: t0(),
-            limit: 6
+            limit: 6,
+            recurring_only: 0
         })
     );
     // A short chunk ends the claiming.
     let steps = m.handle(Event::Claimed(Ok(vec![claimed(25, 25, t0())])), t0());
-    assert_eq!(steps.last(), Some(&Step::ReadNextDue));
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
     assert_eq!(m.running(), 25);
     // Progress and more due now: pass again at once instead of sleeping.
     assert_eq!(
@@ -230,7 +241,7 @@ fn a_failed_later_chunk_keeps_what_was_claimed() {
     m.handle(Event::Claimed(Ok(first)), t0());
     assert_eq!(
         m.handle(Event::Claimed(Err(down())), t0()),
-        vec![Step::ReadNextDue]
+        vec![Step::ReadNextDue { set: DueSet::All }]
     );
     assert_eq!(m.running(), 8);
 }
@@ -400,7 +411,8 @@ fn an_outage_backs_off_reports_once_and_reports_the_return() {
             }),
             Step::Claim {
                 horizon: now,
-                limit: 4
+                limit: 4,
+                recurring_only: 0
             },
         ]
     );
@@ -419,7 +431,7 @@ fn a_paused_node_renews_but_neither_prepares_nor_claims() {
     m.handle(Event::Renewed(Ok(vec![])), t0());
     assert_eq!(
         m.handle(Event::Recovered(Ok(0)), t0()),
-        vec![Step::ReadNextDue]
+        vec![Step::ReadNextDue { set: DueSet::All }]
     );
     // Paused: a due instant does not shorten the sleep.
     assert_eq!(
@@ -444,13 +456,136 @@ fn at_capacity_nothing_is_claimed() {
     m.handle(Event::Timer, now);
     assert_eq!(
         m.handle(Event::Prepared(Ok(Prepared::default())), now),
-        vec![Step::ReadNextDue]
+        vec![Step::ReadNextDue { set: DueSet::All }]
     );
     // No free slot: the due instant is waited for by a run's end, not by a timer.
     assert_eq!(
         m.handle(Event::NextDue(Ok(Some(at(1)))), now),
         sleep(at(27))
     );
+}
+
+/// A machine of capacity 2 with a recurring reserve of `reserve`.
+fn with_reserve(reserve: usize) -> Machine {
+    Machine::new(
+        SchedulerConfig {
+            capacity: 2,
+            recurring_reserve: reserve,
+            ..config()
+        },
+        t0(),
+    )
+}
+
+fn recurring(c: ClaimedRun) -> ClaimedRun {
+    ClaimedRun {
+        recurring_fire: true,
+        ..c
+    }
+}
+
+#[test]
+fn the_recurring_reserve_is_claimed_for_recurring_fires_only() {
+    let mut m = with_reserve(1);
+    renewed_and_recovered(&mut m);
+    // Capacity 2 + 1 reserved: the claim may take 3, one of them a recurring fire only.
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
+        vec![Step::Claim {
+            horizon: t0(),
+            limit: 3,
+            recurring_only: 1
+        }]
+    );
+    // Two one-offs fill the capacity; the claim had room for a third (a short chunk ends
+    // the claiming).
+    let steps = m.handle(
+        Event::Claimed(Ok(vec![claimed(1, 1, t0()), claimed(2, 2, t0())])),
+        t0(),
+    );
+    // Only the reserve is free: the next due instant read is that of recurring fires, so a
+    // past one-off does not hide the next schedule.
+    assert_eq!(
+        steps.last(),
+        Some(&Step::ReadNextDue {
+            set: DueSet::Recurring
+        })
+    );
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(5)))), t0()),
+        sleep(ms(at(5), -25))
+    );
+    let now = ms(at(5), -25);
+    m.handle(Event::Timer, now);
+    // The whole claim is for recurring fires.
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::Claim {
+            horizon: at(5),
+            limit: 1,
+            recurring_only: 1
+        }]
+    );
+    let cron = recurring(claimed(3, 3, at(5)));
+    let steps = m.handle(Event::Claimed(Ok(vec![cron])), now);
+    // Capacity and reserve full: nothing is claimable, the due instant waits for an end.
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
+    assert_eq!(m.running(), 3, "capacity 2 + the reserved slot");
+}
+
+#[test]
+fn recurring_fires_fill_the_reserve_before_the_capacity() {
+    let mut m = with_reserve(1);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    // A cron running holds the reserved slot: both capacity slots stay open to anything.
+    let steps = m.handle(
+        Event::Claimed(Ok(vec![recurring(claimed(1, 1, t0()))])),
+        t0(),
+    );
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
+    m.handle(Event::NextDue(Ok(Some(t0()))), t0());
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
+        vec![Step::Claim {
+            horizon: t0(),
+            limit: 2,
+            recurring_only: 0
+        }]
+    );
+    // A second cron takes a capacity slot: one left, open to anything.
+    m.handle(
+        Event::Claimed(Ok(vec![recurring(claimed(2, 2, t0()))])),
+        t0(),
+    );
+    m.handle(Event::NextDue(Ok(Some(t0()))), t0());
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
+        vec![Step::Claim {
+            horizon: t0(),
+            limit: 1,
+            recurring_only: 0
+        }]
+    );
+}
+
+#[test]
+fn without_a_reserve_the_capacity_limits_every_run() {
+    let mut m = with_reserve(0);
+    renewed_and_recovered(&mut m);
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
+        vec![Step::Claim {
+            horizon: t0(),
+            limit: 2,
+            recurring_only: 0
+        }]
+    );
+    let steps = m.handle(
+        Event::Claimed(Ok(vec![claimed(1, 1, t0()), claimed(2, 2, t0())])),
+        t0(),
+    );
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
 }
 
 #[test]
@@ -534,7 +669,8 @@ fn cancel_running_asks_each_run_once_and_warns_for_other_nodes() {
         m.handle(Event::Prepared(Ok(prepared())), now),
         vec![Step::Claim {
             horizon: now,
-            limit: 3
+            limit: 3,
+            recurring_only: 0
         }]
     );
 }

@@ -617,15 +617,23 @@ impl Conn for MssqlConn<'_> {
         Ok(out)
     }
 
-    async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
+    async fn next_due(&mut self, tags: &[String], set: DueSet) -> Res<Option<Timestamp>> {
         let what = "finding the next due time";
         let shown = self.shown;
         let mut p = self.c.params();
         let jt = tag_filter(&mut p, "node_tag", tags);
-        let rt = tag_filter(&mut p, "j.node_tag", tags);
-        // Three minima, combined here: LEAST() exists only from SQL Server 2022.
-        let sql = format!(
-            "SELECT \
+        // The recurring fires' own minimum, from the filtered index jobs_next_fire_recurring
+        // (0013), where no due one-off sorts before them.
+        let sql = if set == DueSet::Recurring {
+            format!(
+                "SELECT (SELECT MIN(next_fire) FROM jobs WHERE enabled = 1 \
+                   AND next_fire IS NOT NULL AND recurring = 1 AND {jt})"
+            )
+        } else {
+            let rt = tag_filter(&mut p, "j.node_tag", tags);
+            // Three minima, combined here: LEAST() exists only from SQL Server 2022.
+            format!(
+                "SELECT \
                (SELECT MIN(next_fire) FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL \
                   AND {jt}), \
                (SELECT MIN(r.next_attempt_at) FROM runs r, jobs j \
@@ -637,7 +645,8 @@ impl Conn for MssqlConn<'_> {
                   AND {rt} AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                   AND NOT EXISTS (SELECT 1 FROM runs x \
                                  WHERE x.job_id = r.job_id AND x.state = N'running'))"
-        );
+            )
+        };
         let row = self.c.row(what, &sql, &p).await?;
         let Some(r) = row else { return Ok(None) };
         let cells = Cells {
@@ -646,7 +655,7 @@ impl Conn for MssqlConn<'_> {
             what: "the next due time",
         };
         let mut min: Option<i64> = None;
-        for i in 0..3 {
+        for i in 0..r.len() {
             if let Some(t) = cells.instant(i)? {
                 min = Some(min.map_or(t, |m| m.min(t)));
             }

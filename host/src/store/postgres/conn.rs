@@ -431,13 +431,23 @@ async fn due_jobs(
     Ok(out)
 }
 
+/// The next due instant of recurring fires only ([`DueSet::Recurring`]), from the partial
+/// index `jobs_next_fire_recurring` (0013): read when a node's only free slots are its
+/// recurring reserve, where every due one-off sorts before it in `jobs_next_fire`.
+const NEXT_DUE_RECURRING: &str = "SELECT MIN(next_fire) FROM jobs \
+     WHERE enabled AND next_fire IS NOT NULL AND recurring \
+       AND (node_tag IS NULL OR node_tag = ANY($1))";
+
 async fn next_due_at(
     c: &impl GenericClient,
     shown: &str,
     tags: &[String],
+    set: DueSet,
 ) -> Res<Option<Timestamp>> {
     let stmt = c
-        .prepare_cached(
+        .prepare_cached(if set == DueSet::Recurring {
+            NEXT_DUE_RECURRING
+        } else {
             "SELECT LEAST( \
                (SELECT MIN(next_fire) FROM jobs WHERE enabled AND next_fire IS NOT NULL \
                   AND (node_tag IS NULL OR node_tag = ANY($1))), \
@@ -450,8 +460,8 @@ async fn next_due_at(
                   AND (j.node_tag IS NULL OR j.node_tag = ANY($1)) \
                   AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                   AND NOT EXISTS (SELECT 1 FROM runs x \
-                                  WHERE x.job_id = r.job_id AND x.state = 'running')))",
-        )
+                                  WHERE x.job_id = r.job_id AND x.state = 'running')))"
+        })
         .await
         .map_err(|e| pg(shown, "finding the next due time", e))?;
     let at: Option<SystemTime> = c
@@ -1534,9 +1544,9 @@ impl Conn for PgConn<'_> {
         on!(self, |c| due_jobs(c, s, now, limit, tags, set).await)
     }
 
-    async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
+    async fn next_due(&mut self, tags: &[String], set: DueSet) -> Res<Option<Timestamp>> {
         let s = self.shown;
-        on!(self, |c| next_due_at(c, s, tags).await)
+        on!(self, |c| next_due_at(c, s, tags, set).await)
     }
 
     async fn claim_begun(&mut self, token: i64) -> Res<()> {

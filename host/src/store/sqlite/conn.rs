@@ -855,8 +855,8 @@ impl Conn for SqliteConn<'_> {
         Ok(self.due_rows(now, limit, tags, set)?)
     }
 
-    async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
-        Ok(self.next_due_at(tags)?)
+    async fn next_due(&mut self, tags: &[String], set: DueSet) -> Res<Option<Timestamp>> {
+        Ok(self.next_due_at(tags, set)?)
     }
 
     // ---- claiming --------------------------------------------------------------------
@@ -1979,14 +1979,17 @@ impl SqliteConn<'_> {
         Ok(rows)
     }
 
-    fn next_due_at(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
+    fn next_due_at(&self, tags: &[String], set: DueSet) -> StoreResult<Option<Timestamp>> {
         let path = &*self.db.path;
-        // Three indexed MINs (jobs_due, runs_retry_due, runs_retry_due + runs_job_state).
-        let at: Option<i64> = self
-            .db
-            .conn
-            .prepare_cached(
-                "SELECT MIN(at) FROM ( \
+        // Three indexed MINs (jobs_due, runs_retry_due, runs_retry_due + runs_job_state); the
+        // recurring fires' own from jobs_next_fire_recurring (0014), where no due one-off
+        // sorts before them.
+        let sql = if set == DueSet::Recurring {
+            "SELECT MIN(next_fire) FROM jobs \
+             WHERE enabled = 1 AND next_fire IS NOT NULL AND recurring = 1 \
+               AND (node_tag IS NULL OR node_tag IN (SELECT value FROM json_each(?1)))"
+        } else {
+            "SELECT MIN(at) FROM ( \
                    SELECT MIN(next_fire) AS at FROM jobs \
                    WHERE enabled = 1 AND next_fire IS NOT NULL \
                      AND (node_tag IS NULL OR node_tag IN (SELECT value FROM json_each(?1))) \
@@ -2001,8 +2004,12 @@ impl SqliteConn<'_> {
                      AND (j.node_tag IS NULL OR j.node_tag IN (SELECT value FROM json_each(?1))) \
                      AND NOT EXISTS (SELECT 1 FROM job_holds h WHERE h.job_id = r.job_id) \
                      AND NOT EXISTS (SELECT 1 FROM runs x \
-                                     WHERE x.job_id = r.job_id AND x.state = 'running'))",
-            )
+                                     WHERE x.job_id = r.job_id AND x.state = 'running'))"
+        };
+        let at: Option<i64> = self
+            .db
+            .conn
+            .prepare_cached(sql)
             .and_then(|mut stmt| stmt.query_row([tags_json(tags)], |r| r.get(0)))
             .map_err(|e| sql_error(path, "finding the next due time", e))?;
         at.map(|at| {

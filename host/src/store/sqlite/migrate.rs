@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::new(11, "continuations", sql!("0011_continuations.sql")),
     Migration::new(12, "job_groups", sql!("0012_job_groups.sql")),
     Migration::new(13, "recurring_jobs", sql!("0013_recurring_jobs.sql")),
+    Migration::new(
+        14,
+        "recurring_next_due",
+        sql!("0014_recurring_next_due.sql"),
+    ),
 ];
 
 /// The schema version this binary writes (the last migration's number).

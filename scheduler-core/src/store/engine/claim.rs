@@ -78,14 +78,18 @@ impl Pick {
 ///
 /// Read only when the first read was full: a claim that saw everything due has nothing to
 /// share out, so an unsaturated claim costs no extra query.
+///
+/// `others_room` is how many runs that are not recurring fires the round may still take
+/// ([`ClaimParams::recurring_only`]); the floor rises to what that leaves.
 async fn recurring_share<C: Conn>(
     tx: &mut C,
     p: &ClaimParams,
     need: usize,
+    others_room: usize,
     handled: &[JobId],
     picks: &mut Vec<(Key, Pick)>,
 ) -> Result<(), Fail> {
-    let share = need.div_ceil(2);
+    let share = need.div_ceil(2).max(need.saturating_sub(others_room));
     let have = picks.iter().filter(|(_, pick)| pick.is_recurring()).count();
     if have >= share {
         return Ok(());
@@ -178,8 +182,13 @@ async fn claim_once<D: Dialect>(
     // past them.
     let mut passed: Vec<RunId> = Vec::new();
     let mut groups = Groups::default();
+    // Runs that are not recurring fires this claim took (picked: a fire whose group queued it
+    // still counts), against `limit - recurring_only`.
+    let mut others = 0;
+    let others_limit = p.limit.saturating_sub(p.recurring_only);
     while claimed.len() < p.limit {
         let need = p.limit - claimed.len();
+        let others_room = others_limit.saturating_sub(others);
         let fires = tx
             .claim_fires(p.now, need, &handled, &p.tags, DueSet::All)
             .await?;
@@ -216,8 +225,15 @@ async fn claim_once<D: Dialect>(
         let exhausted = picks.len() < need && !more_pending;
         picks.truncate(need);
         if !exhausted {
-            recurring_share(&mut tx, p, need, &handled, &mut picks).await?;
+            recurring_share(&mut tx, p, need, others_room, &handled, &mut picks).await?;
         }
+        // The reserve: other runs beyond their room are left (still due, and read by no
+        // later round of this claim, which would only find more of them).
+        let capped = cap_others(&mut picks, others_room);
+        others += picks
+            .iter()
+            .filter(|(_, pick)| !pick.is_recurring())
+            .count();
 
         let mut moves = Vec::new();
         let mut runs: Vec<Run> = Vec::new();
@@ -298,11 +314,13 @@ async fn claim_once<D: Dialect>(
                 .iter()
                 .find(|r| Some(r.job_id) == id && r.state == RunState::Running)
             {
+                let recurring_fire = job.is_recurring();
                 round.push((
                     key,
                     ClaimedRun {
                         run: run.clone(),
                         job,
+                        recurring_fire,
                     },
                 ));
             }
@@ -316,12 +334,29 @@ async fn claim_once<D: Dialect>(
         }
         round.sort_by_key(|(k, _)| *k);
         claimed.extend(round.into_iter().map(|(_, c)| c));
-        if exhausted {
+        // A capped round read every recurring fire it had room for (the share asked for
+        // them): a further round would find only other runs.
+        if exhausted || capped {
             break;
         }
     }
     tx.commit().await?;
     Ok(claimed)
+}
+
+/// Leaves the last picks that are not recurring fires beyond `room` out of the round;
+/// whether any was left.
+fn cap_others(picks: &mut Vec<(Key, Pick)>, room: usize) -> bool {
+    let mut seen = 0;
+    let before = picks.len();
+    picks.retain(|(_, pick)| {
+        if pick.is_recurring() {
+            return true;
+        }
+        seen += 1;
+        seen <= room
+    });
+    picks.len() < before
 }
 
 /// Claims the due retry or queued run `id` inside the claim's transaction.
@@ -369,7 +404,11 @@ async fn claim_pending_run<C: Conn>(
     if let Some(a) = attempt_of(&stored) {
         tx.attempts_begin(std::slice::from_ref(&a)).await?;
     }
-    Ok(Some(ClaimedRun { run: stored, job }))
+    Ok(Some(ClaimedRun {
+        run: stored,
+        job,
+        recurring_fire: false,
+    }))
 }
 
 /// The attempt a claim begins for `run`, which it has just set running.
@@ -402,7 +441,17 @@ async fn claimed_by<D: Dialect>(
             .job_get(run.job_id)
             .await?
             .ok_or_else(|| job_missing(run.job_id))?;
-        out.push(ClaimedRun { run, job });
+        // The claim's picks are gone with its answer: a first attempt of a recurring job
+        // that no backfill or continuation made was a fire (or, rarely, a queued one:
+        // counted as a fire, which errs towards the reserve).
+        let recurring_fire = job.is_recurring()
+            && run.attempt == 1
+            && !matches!(run.trigger, Some(Trigger::Backfill | Trigger::Continuation));
+        out.push(ClaimedRun {
+            run,
+            job,
+            recurring_fire,
+        });
     }
     Ok(out)
 }

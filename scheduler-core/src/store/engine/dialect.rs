@@ -193,7 +193,8 @@ impl FinishWrite {
 }
 
 /// Which due jobs a due query reads: all of them, or only those with a recurring schedule
-/// ([`JobDef::is_recurring`], the claim's fairness rule). Both are read in claim order
+/// ([`JobDef::is_recurring`]: the claim's fairness rule, and the next due instant of a node
+/// whose only free slots are its recurring reserve). Both are read in claim order
 /// from an index (the SQL stores' `jobs_claim` and `jobs_claim_recurring`), so either costs
 /// what it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,9 +281,13 @@ pub trait Conn: Send {
         set: DueSet,
     ) -> impl Future<Output = Res<Vec<DueJob>>> + Send;
 
-    /// The earliest instant something served by `tags` becomes claimable (see
-    /// [`crate::store::Store::next_due`]).
-    fn next_due(&mut self, tags: &[String]) -> impl Future<Output = Res<Option<Timestamp>>> + Send;
+    /// The earliest instant something served by `tags` becomes claimable, of what `set`
+    /// names (see [`crate::store::Store::next_due`]).
+    fn next_due(
+        &mut self,
+        tags: &[String],
+        set: DueSet,
+    ) -> impl Future<Output = Res<Option<Timestamp>>> + Send;
 
     // ---- claiming --------------------------------------------------------------------
 

@@ -733,9 +733,9 @@ impl<T: DialectStore> Store for T {
         ))
     }
 
-    async fn next_due(&self, tags: &[String]) -> StoreResult<Option<Timestamp>> {
+    async fn next_due(&self, tags: &[String], set: DueSet) -> StoreResult<Option<Timestamp>> {
         read!(self.engine(), "finding the next due time", |c| c
-            .next_due(tags))
+            .next_due(tags, set))
     }
 
     async fn run_claim_due(&self, params: &ClaimParams) -> StoreResult<Vec<ClaimedRun>> {

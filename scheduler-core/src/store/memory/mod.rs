@@ -829,19 +829,24 @@ impl Conn for MemoryConn<'_> {
             .collect())
     }
 
-    async fn next_due(&mut self, tags: &[String]) -> Res<Option<Timestamp>> {
+    async fn next_due(&mut self, tags: &[String], set: DueSet) -> Res<Option<Timestamp>> {
         let inner = &*self.inner;
         // The first served job of each priority (jobs this node does not serve are passed
         // over: a node with no tags walks past the tagged ones).
-        let fires = inner
-            .fires
-            .values()
-            .chain(inner.recurring.values())
-            .filter_map(|set| {
-                set.iter()
-                    .find(|(_, id)| inner.serves(*id, tags))
-                    .map(|(fire, _)| *fire)
-            });
+        let first = |sets: &BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>| {
+            sets.values()
+                .filter_map(|set| {
+                    set.iter()
+                        .find(|(_, id)| inner.serves(*id, tags))
+                        .map(|(fire, _)| *fire)
+                })
+                .min()
+        };
+        let recurring = first(&inner.recurring);
+        if set == DueSet::Recurring {
+            return Ok(recurring);
+        }
+        let fires = first(&inner.fires).into_iter().chain(recurring);
         // A held (paused) job's pending runs wait for its resume, like its fires.
         let enabled = |job: JobId| {
             inner
