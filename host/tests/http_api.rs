@@ -1529,7 +1529,7 @@ async fn health_nodes_plugins_previews_and_metrics() {
     let text = resp.text().await.unwrap();
     for needle in [
         "takt_runs_finished_total{job=\"m\",state=\"succeeded\"} 1",
-        "takt_capacity 4",
+        "takt_capacity 5", // capacity 4 + the recurring reserve (1)
         "takt_runs_running 0",
         "# TYPE takt_run_lateness_seconds histogram",
         "takt_run_duration_seconds_count 1",

@@ -132,6 +132,7 @@ fn template(plugin_dir: &Path, tokens: &Path) -> String {
 #   TAKT_NODE_ID                node_id
 #   TAKT_NODE_TAGS              tags, comma-separated
 #   TAKT_CAPACITY               capacity
+#   TAKT_RECURRING_RESERVE      recurring_reserve
 #   TAKT_TZ                     timezone
 #   TAKT_LOG_FORMAT             log_format (text or json)
 #   TAKT_EXE_ALLOWLIST          [exe] allowlist, separated like PATH
@@ -162,8 +163,11 @@ plugin_dir = {plugin_dir}
 # This node's id, recorded on its runs (default: the host name).
 # node_id = "line-3-pc"
 
-# The most runs at once on this node.
+# The most runs at once on this node, and beside them the slots only fires of recurring
+# schedules (cron, calendar, every) take: a backlog of one-offs or retries filling the
+# capacity never keeps a schedule from starting. 0: the capacity limits every run.
 capacity = 8
+# recurring_reserve = 1
 
 # The time zone of job schedules that name none (an IANA name such as "Asia/Shanghai").
 timezone = "UTC"
@@ -193,7 +197,8 @@ grace = "10s"
 # timeout kills the worker), never loading them into takt itself; jobs can also ask with
 # isolation = "process":
 # isolate = ["acme"]
-# The most worker processes at once (default: capacity), and a memory cap for each:
+# The most worker processes at once (default: capacity + recurring_reserve), and a memory
+# cap for each:
 # max_workers = 8
 # worker_memory = "512MiB"
 # Reload changed plugin files by itself (also: SIGHUP on Linux); new runs use the new
