@@ -25,12 +25,14 @@
 //! 3. **Claim** with [`Store::run_claim_due`], limit = free slots (at most
 //!    [`SchedulerConfig::claim_batch`]), in growing chunks (8, 16, 32, …), starting each
 //!    chunk's runs before claiming the next, so the first runs of a crowded instant start
-//!    without waiting for the whole batch. The free part of the
+//!    without waiting for the whole batch; a backlog (the last claim was full) is claimed
+//!    whole, one transaction per pass. The free part of the
 //!    [`SchedulerConfig::recurring_reserve`] goes to the claim as
 //!    [`takt_core::store::ClaimParams::recurring_only`], so only recurring fires take it. A paused node
 //!    ([`SchedulerHandle::pause`]) skips steps 2 and 3.
 //! 4. **Sleep** until the earliest of: [`Store::next_due`] (one indexed query; of recurring
-//!    fires only when the reserve is all that is free), an input, the
+//!    fires only when the reserve is all that is free; not read after a full claim, which
+//!    says that more is due now: the loop passes again at once if a slot is free), an input, the
 //!    next lease renewal, or the safety poll. The due instant and renewal are waited for on
 //!    the [`Clock`]; the safety poll is real time (it exists for changes other nodes make in
 //!    the store). While the database is away a pass that failed waits with backoff instead.

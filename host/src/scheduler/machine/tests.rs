@@ -199,29 +199,21 @@ fn claims_grow_in_chunks_up_to_the_free_capacity() {
     let first: Vec<_> = (1..=8).map(|i| claimed(i, i, t0())).collect();
     let steps = m.handle(Event::Claimed(Ok(first)), t0());
     assert_eq!(steps.len(), 17, "8 started, then the next chunk");
+    // 22 are left, at most twice the next chunk (16): one claim takes them all rather than
+    // 16 and then a tail of 6.
     assert_eq!(
         steps.last(),
         Some(&Step::Claim {
             horizon: t0(),
-            limit: 16,
-            recurring_only: 0
-        })
-    );
-    let second: Vec<_> = (9..=24).map(|i| claimed(i, i, t0())).collect();
-    let steps = m.handle(Event::Claimed(Ok(second)), t0());
-    // 24 taken of 30: the last chunk asks the 6 left.
-    assert_eq!(
-        steps.last(),
-        Some(&Step::Claim {
-            horizon: t0(),
-            limit: 6,
+            limit: 22,
             recurring_only: 0
         })
     );
     // A short chunk ends the claiming.
-    let steps = m.handle(Event::Claimed(Ok(vec![claimed(25, 25, t0())])), t0());
+    let second: Vec<_> = (9..=24).map(|i| claimed(i, i, t0())).collect();
+    let steps = m.handle(Event::Claimed(Ok(second)), t0());
     assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
-    assert_eq!(m.running(), 25);
+    assert_eq!(m.running(), 24);
     // Progress and more due now: pass again at once instead of sleeping.
     assert_eq!(
         m.handle(Event::NextDue(Ok(Some(t0()))), t0()),
@@ -229,6 +221,137 @@ fn claims_grow_in_chunks_up_to_the_free_capacity() {
             now: t0(),
             horizon: t0()
         }]
+    );
+}
+
+#[test]
+fn chunks_double_until_the_rest_fits_in_one() {
+    let mut m = with_capacity(100);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let mut asked = vec![8];
+    let mut next = 1;
+    loop {
+        let n = *asked.last().unwrap();
+        let runs: Vec<_> = (next..next + n as i64)
+            .map(|i| claimed(i, i, t0()))
+            .collect();
+        next += n as i64;
+        match m.handle(Event::Claimed(Ok(runs)), t0()).last() {
+            Some(Step::Claim { limit, .. }) => asked.push(*limit),
+            // The room is claimed and the last claim was full: more is due now, so the
+            // loop passes again at once (slots are free) without reading the next due time.
+            Some(Step::Prepare { .. }) => break,
+            other => panic!("unexpected step {other:?}"),
+        }
+    }
+    // claim_batch 32 bounds the pass: 8, then 24 (not 16 and a tail of 8).
+    assert_eq!(asked, vec![8, 24]);
+    assert_eq!(m.running(), 32);
+}
+
+#[test]
+fn a_backlog_is_claimed_in_one_claim_after_a_full_one() {
+    let mut m = with_capacity(30);
+    renewed_and_recovered(&mut m);
+    // Idle before: a small first chunk, then the 22 left (at most twice 16) in one.
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let runs: Vec<_> = (1..=30).map(|i| claimed(i, i, t0())).collect();
+    let steps = m.handle(Event::Claimed(Ok(runs[..8].to_vec())), t0());
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Claim {
+            horizon: t0(),
+            limit: 22,
+            recurring_only: 0
+        })
+    );
+    // Full: more was due than the room. No slot is free, so the loop waits for an end (or
+    // the renewal) without reading the next due time: it is now. The pass took 4 ms.
+    let steps = m.handle(Event::Claimed(Ok(runs[8..].to_vec())), ms(t0(), 4));
+    assert_eq!(steps.last(), sleep(at(27)).last());
+    assert!(!steps.iter().any(|s| matches!(s, Step::ReadNextDue { .. })));
+    // Twenty end. The first recorded end finds two thirds of the room free: the pass waits
+    // for the rest, at most as long as the last pass took.
+    let now = ms(t0(), 5);
+    for c in &runs[..20] {
+        m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
+    }
+    let recorded = |id: i64| Event::RunRecorded {
+        run: RunId(id),
+        state: Some(RunState::Succeeded),
+    };
+    assert_eq!(
+        m.handle(recorded(1), now).last(),
+        Some(&Step::Sleep {
+            until: Some(ms(now, 4)),
+            at_most: Some(Duration::from_millis(4))
+        })
+    );
+    // Another end within the wait does not start it; the wait's end does, and the pass
+    // claims the twenty free slots in one claim.
+    assert!(
+        !m.handle(recorded(2), ms(now, 1))
+            .iter()
+            .any(|s| matches!(s, Step::Prepare { .. } | Step::Renew { .. }))
+    );
+    let now = ms(now, 4);
+    assert_eq!(
+        m.handle(Event::Timer, now),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::Claim {
+            horizon: now,
+            limit: 20,
+            recurring_only: 0
+        }]
+    );
+    // A short claim ends the backlog: the next pass starts with a small chunk again.
+    let late = claimed(31, 31, now);
+    assert_eq!(
+        m.handle(Event::Claimed(Ok(vec![late.clone()])), now).last(),
+        Some(&Step::ReadNextDue { set: DueSet::All })
+    );
+    m.handle(Event::NextDue(Ok(None)), now);
+    assert_eq!(
+        m.handle(recorded(3), now).last(),
+        Some(&Step::Prepare { now, horizon: now })
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::Claim {
+            horizon: now,
+            limit: 8,
+            recurring_only: 0
+        }]
+    );
+}
+
+#[test]
+fn a_backlog_pass_starts_at_once_when_its_room_is_free() {
+    let mut m = with_capacity(10);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let runs: Vec<_> = (1..=10).map(|i| claimed(i, i, t0())).collect();
+    // 10 left, at most twice the first chunk: asked in one claim, and it is full.
+    assert_eq!(
+        m.handle(Event::Claimed(Ok(runs.clone())), t0()).last(),
+        sleep(at(27)).last()
+    );
+    let now = ms(t0(), 2);
+    let recorded = |id: i64| Event::RunRecorded {
+        run: RunId(id),
+        state: Some(RunState::Succeeded),
+    };
+    // The whole room free: no wait.
+    for c in &runs {
+        m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
+    }
+    assert_eq!(
+        m.handle(recorded(1), now).last(),
+        Some(&Step::Prepare { now, horizon: now })
     );
 }
 
@@ -450,8 +573,12 @@ fn at_capacity_nothing_is_claimed() {
     let mut m = with_capacity(1);
     renewed_and_recovered(&mut m);
     m.handle(Event::Prepared(Ok(Prepared::default())), t0());
-    m.handle(Event::Claimed(Ok(vec![claimed(1, 1, t0())])), t0());
-    m.handle(Event::NextDue(Ok(Some(at(1)))), t0());
+    // A full claim: the loop waits for an end without reading the next due time.
+    assert_eq!(
+        m.handle(Event::Claimed(Ok(vec![claimed(1, 1, t0())])), t0())
+            .last(),
+        sleep(at(27)).last()
+    );
     let now = at(1);
     m.handle(Event::Timer, now);
     assert_eq!(
@@ -528,9 +655,68 @@ fn the_recurring_reserve_is_claimed_for_recurring_fires_only() {
     );
     let cron = recurring(claimed(3, 3, at(5)));
     let steps = m.handle(Event::Claimed(Ok(vec![cron])), now);
-    // Capacity and reserve full: nothing is claimable, the due instant waits for an end.
-    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
+    // Capacity and reserve full: nothing is claimable, the due instant waits for an end (a
+    // full claim: more may be due now, so the next due instant is not read).
+    assert_eq!(steps.last(), sleep(at(27)).last());
     assert_eq!(m.running(), 3, "capacity 2 + the reserved slot");
+}
+
+#[test]
+fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
+    let mut m = Machine::new(
+        SchedulerConfig {
+            capacity: 20,
+            recurring_reserve: 1,
+            ..config()
+        },
+        t0(),
+    );
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let runs: Vec<_> = (1..=20).map(|i| claimed(i, i, t0())).collect();
+    let steps = m.handle(Event::Claimed(Ok(runs[..8].to_vec())), t0());
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Claim {
+            horizon: t0(),
+            limit: 13,
+            recurring_only: 1
+        })
+    );
+    // Twelve one-offs fill the capacity; no recurring fire is due for the reserve. The claim
+    // is full all the same, but the next recurring fire is not known: it is read.
+    let steps = m.handle(Event::Claimed(Ok(runs[8..].to_vec())), t0());
+    assert_eq!(
+        steps.last(),
+        Some(&Step::ReadNextDue {
+            set: DueSet::Recurring
+        })
+    );
+    assert_eq!(m.handle(Event::NextDue(Ok(None)), t0()), sleep(at(27)));
+    // Ten end: the next pass (after its wait for the rest of its room, see
+    // `a_backlog_is_claimed_in_one_claim_after_a_full_one`) claims the whole room (10 + the
+    // reserve) in one claim.
+    let now = ms(t0(), 5);
+    for c in &runs[..10] {
+        m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
+    }
+    m.handle(
+        Event::RunRecorded {
+            run: RunId(1),
+            state: Some(RunState::Succeeded),
+        },
+        now,
+    );
+    let now = ms(now, 1);
+    m.handle(Event::Timer, now);
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::Claim {
+            horizon: now,
+            limit: 11,
+            recurring_only: 1
+        }]
+    );
 }
 
 #[test]
@@ -585,7 +771,8 @@ fn without_a_reserve_the_capacity_limits_every_run() {
         Event::Claimed(Ok(vec![claimed(1, 1, t0()), claimed(2, 2, t0())])),
         t0(),
     );
-    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
+    // Full, and no slot left for anything: the loop waits for an end.
+    assert_eq!(steps.last(), sleep(at(27)).last());
 }
 
 #[test]
