@@ -26,7 +26,8 @@
 //!    [`SchedulerConfig::claim_batch`]), in growing chunks (8, 16, 32, …), starting each
 //!    chunk's runs before claiming the next, so the first runs of a crowded instant start
 //!    without waiting for the whole batch; a backlog (the last claim was full) is claimed
-//!    whole, one transaction per pass. The free part of the
+//!    whole, one transaction per pass, and its next pass waits for its room to free (at
+//!    most as long as the last pass took, 1–20 ms). The free part of the
 //!    [`SchedulerConfig::recurring_reserve`] goes to the claim as
 //!    [`takt_core::store::ClaimParams::recurring_only`], so only recurring fires take it. A paused node
 //!    ([`SchedulerHandle::pause`]) skips steps 2 and 3.
