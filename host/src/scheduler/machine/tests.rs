@@ -133,6 +133,14 @@ fn to_claim(m: &mut Machine, now: Timestamp) {
     );
 }
 
+/// The end of run `id` recorded as succeeded.
+fn recorded(id: i64) -> Event {
+    Event::RunRecorded {
+        run: RunId(id),
+        state: Some(RunState::Succeeded),
+    }
+}
+
 fn ended(c: &ClaimedRun, event: RunEvent) -> Event {
     Event::RunEnded(Box::new(Ended {
         id: c.run.id.unwrap(),
@@ -277,10 +285,6 @@ fn a_backlog_is_claimed_in_one_claim_after_a_full_one() {
     for c in &runs[..20] {
         m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
     }
-    let recorded = |id: i64| Event::RunRecorded {
-        run: RunId(id),
-        state: Some(RunState::Succeeded),
-    };
     assert_eq!(
         m.handle(recorded(1), now).last(),
         Some(&Step::Sleep {
@@ -341,10 +345,6 @@ fn a_backlog_pass_starts_at_once_when_its_room_is_free() {
         sleep(at(27)).last()
     );
     let now = ms(t0(), 2);
-    let recorded = |id: i64| Event::RunRecorded {
-        run: RunId(id),
-        state: Some(RunState::Succeeded),
-    };
     // The whole room free: no wait.
     for c in &runs {
         m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
@@ -700,13 +700,7 @@ fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
     for c in &runs[..10] {
         m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
     }
-    m.handle(
-        Event::RunRecorded {
-            run: RunId(1),
-            state: Some(RunState::Succeeded),
-        },
-        now,
-    );
+    m.handle(recorded(1), now);
     let now = ms(now, 1);
     m.handle(Event::Timer, now);
     assert_eq!(
