@@ -665,7 +665,7 @@ fn the_recurring_reserve_is_claimed_for_recurring_fires_only() {
 fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
     let mut m = Machine::new(
         SchedulerConfig {
-            capacity: 20,
+            capacity: 30,
             recurring_reserve: 1,
             ..config()
         },
@@ -673,18 +673,18 @@ fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
     );
     renewed_and_recovered(&mut m);
     m.handle(Event::Prepared(Ok(Prepared::default())), t0());
-    let runs: Vec<_> = (1..=20).map(|i| claimed(i, i, t0())).collect();
+    let runs: Vec<_> = (1..=30).map(|i| claimed(i, i, t0())).collect();
     let steps = m.handle(Event::Claimed(Ok(runs[..8].to_vec())), t0());
     assert_eq!(
         steps.last(),
         Some(&Step::Claim {
             horizon: t0(),
-            limit: 13,
+            limit: 23,
             recurring_only: 1
         })
     );
-    // Twelve one-offs fill the capacity; no recurring fire is due for the reserve. The claim
-    // is full all the same, but the next recurring fire is not known: it is read.
+    // 22 one-offs fill the capacity; no recurring fire is due for the reserve. The claim is
+    // full all the same, but the next recurring fire is not known: it is read.
     let steps = m.handle(Event::Claimed(Ok(runs[8..].to_vec())), t0());
     assert_eq!(
         steps.last(),
@@ -693,11 +693,11 @@ fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
         })
     );
     assert_eq!(m.handle(Event::NextDue(Ok(None)), t0()), sleep(at(27)));
-    // Ten end: the next pass (after its wait for the rest of its room, see
-    // `a_backlog_is_claimed_in_one_claim_after_a_full_one`) claims the whole room (10 + the
-    // reserve) in one claim.
+    // Twenty end: the next pass (after its wait for the rest of its room, see
+    // `a_backlog_is_claimed_in_one_claim_after_a_full_one`) claims the whole room (20 + the
+    // reserve) in one claim, not a first chunk of 8.
     let now = ms(t0(), 5);
-    for c in &runs[..10] {
+    for c in &runs[..20] {
         m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
     }
     m.handle(recorded(1), now);
@@ -707,7 +707,7 @@ fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
         m.handle(Event::Prepared(Ok(Prepared::default())), now),
         vec![Step::Claim {
             horizon: now,
-            limit: 11,
+            limit: 21,
             recurring_only: 1
         }]
     );
