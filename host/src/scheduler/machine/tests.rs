@@ -133,6 +133,12 @@ fn to_claim(m: &mut Machine, now: Timestamp) {
     );
 }
 
+/// `c` with its job in a group: its end starts no pass before it is recorded.
+fn in_group(mut c: ClaimedRun) -> ClaimedRun {
+    c.job.group = Some("line-1".to_string());
+    c
+}
+
 /// The end of run `id` recorded as succeeded.
 fn recorded(id: i64) -> Event {
     Event::RunRecorded {
@@ -264,7 +270,9 @@ fn a_backlog_is_claimed_in_one_claim_after_a_full_one() {
     renewed_and_recovered(&mut m);
     // Idle before: a small first chunk, then the 22 left (at most twice 16) in one.
     m.handle(Event::Prepared(Ok(Prepared::default())), t0());
-    let runs: Vec<_> = (1..=30).map(|i| claimed(i, i, t0())).collect();
+    // Jobs in a group: their ends start a pass only once recorded (see
+    // `a_backlog_pass_starts_at_the_end_of_a_one_off_run`).
+    let runs: Vec<_> = (1..=30).map(|i| in_group(claimed(i, i, t0()))).collect();
     let steps = m.handle(Event::Claimed(Ok(runs[..8].to_vec())), t0());
     assert_eq!(
         steps.last(),
@@ -313,7 +321,7 @@ fn a_backlog_is_claimed_in_one_claim_after_a_full_one() {
         }]
     );
     // A short claim ends the backlog: the next pass starts with a small chunk again.
-    let late = claimed(31, 31, now);
+    let late = in_group(claimed(31, 31, now));
     assert_eq!(
         m.handle(Event::Claimed(Ok(vec![late.clone()])), now).last(),
         Some(&Step::ReadNextDue { set: DueSet::All })
@@ -345,14 +353,73 @@ fn a_backlog_pass_starts_at_once_when_its_room_is_free() {
         sleep(at(27)).last()
     );
     let now = ms(t0(), 2);
-    // The whole room free: no wait.
-    for c in &runs {
-        m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
+    // One-off runs: each end may start the pass (before its record). The first nine find
+    // part of the room free and wait; the tenth frees the whole room: no wait.
+    for c in &runs[..9] {
+        let steps = m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
+        assert!(!steps.iter().any(|s| matches!(s, Step::Prepare { .. })));
     }
+    let steps = m.handle(
+        ended(&runs[9], RunEvent::Succeeded { result_json: None }),
+        now,
+    );
+    assert_eq!(steps.last(), Some(&Step::Prepare { now, horizon: now }));
+}
+
+#[test]
+fn a_backlog_pass_starts_at_the_end_of_a_one_off_run() {
+    let mut m = with_capacity(2);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let (a, b) = (claimed(1, 1, t0()), claimed(2, 2, t0()));
+    // Full: a backlog.
+    m.handle(Event::Claimed(Ok(vec![a.clone(), b.clone()])), t0());
+    // Both end: the second frees the whole room, and the pass starts now, before either end
+    // is recorded.
+    let now = ms(t0(), 1);
+    m.handle(ended(&a, RunEvent::Succeeded { result_json: None }), now);
+    let steps = m.handle(ended(&b, RunEvent::Succeeded { result_json: None }), now);
+    assert!(matches!(
+        steps.as_slice(),
+        [Step::Record { run: RunId(2), .. }, Step::Prepare { .. }]
+    ));
+    // The records come during the pass: kept as a wake, no second pass meanwhile.
+    assert!(
+        !m.handle(recorded(1), now)
+            .iter()
+            .any(|s| matches!(s, Step::Prepare { .. }))
+    );
+
+    // A job that recurs, or one in a group, waits for its record: the store's running count
+    // decides its next fire's overlap, and the group's limit counts it.
+    let mut m = with_capacity(2);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let (a, b) = (in_group(claimed(1, 1, t0())), in_group(claimed(2, 2, t0())));
+    m.handle(Event::Claimed(Ok(vec![a.clone(), b.clone()])), t0());
+    m.handle(ended(&a, RunEvent::Succeeded { result_json: None }), now);
+    let steps = m.handle(ended(&b, RunEvent::Succeeded { result_json: None }), now);
+    assert!(matches!(
+        steps.as_slice(),
+        [Step::Record { run: RunId(2), .. }]
+    ));
     assert_eq!(
         m.handle(recorded(1), now).last(),
         Some(&Step::Prepare { now, horizon: now })
     );
+
+    // Outside a backlog (the last claim was short) an end waits for its record as before.
+    let mut m = with_capacity(4);
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let a = claimed(1, 1, t0());
+    m.handle(Event::Claimed(Ok(vec![a.clone()])), t0());
+    m.handle(Event::NextDue(Ok(None)), t0());
+    let steps = m.handle(ended(&a, RunEvent::Succeeded { result_json: None }), now);
+    assert!(matches!(
+        steps.as_slice(),
+        [Step::Record { run: RunId(1), .. }]
+    ));
 }
 
 #[test]
