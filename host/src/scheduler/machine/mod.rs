@@ -525,25 +525,27 @@ impl Machine {
         let free = self.free().others;
         // No slot free: the pass claims nothing and only renews or prepares; not held back.
         let waits = self.backlog && !self.paused && self.stop.is_none() && free > 0 && free < room;
-        match self.gather_until {
-            _ if !waits => {}
-            Some(at) if now < at => return true,
-            Some(_) => {}
-            None => {
-                let wait = self.last_pass.clamp(GATHER_MIN, GATHER_MAX);
-                let at = now
-                    .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
-                    .unwrap_or(now);
-                self.gather_until = Some(at);
-                out.push(Step::Sleep {
-                    until: Some(at),
-                    at_most: Some(wait),
-                });
-                return true;
-            }
+        if !waits {
+            self.gather_until = None;
+            return false;
         }
-        self.gather_until = None;
-        false
+        if let Some(at) = self.gather_until {
+            // Armed already: wait until its end, then pass.
+            if now >= at {
+                self.gather_until = None;
+            }
+            return now < at;
+        }
+        let wait = self.last_pass.clamp(GATHER_MIN, GATHER_MAX);
+        let at = now
+            .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
+            .unwrap_or(now);
+        self.gather_until = Some(at);
+        out.push(Step::Sleep {
+            until: Some(at),
+            at_most: Some(wait),
+        });
+        true
     }
 
     fn command(&mut self, command: Command, now: Timestamp, out: &mut Vec<Step>) {
@@ -859,7 +861,7 @@ impl Machine {
         };
         // The runs of earlier chunks are in flight already: what is free for others now.
         let others = self.free().others;
-        chunks.reserved = chunks.asked - chunks.asked.min(others);
+        chunks.reserved = chunks.asked.saturating_sub(others);
         out.push(Step::Claim {
             horizon: pass.horizon,
             limit: chunks.asked,
@@ -932,7 +934,7 @@ impl Machine {
         }
         self.planned = None;
         if !self.paused && free.others > 0 {
-            self.phase = Phase::Idle;
+            // `claimed` left the phase Idle: the poke passes again, or gathers first.
             return self.poke(now, out);
         }
         self.sleep(Some(self.next_renew), self.config.safety_poll, now, out);

@@ -133,6 +133,15 @@ fn to_claim(m: &mut Machine, now: Timestamp) {
     );
 }
 
+/// The claim step of a pass at `horizon`.
+fn claim(horizon: Timestamp, limit: usize, recurring_only: usize) -> Step {
+    Step::Claim {
+        horizon,
+        limit,
+        recurring_only,
+    }
+}
+
 /// `c` with its job in a group: its end starts no pass before it is recorded.
 fn in_group(mut c: ClaimedRun) -> ClaimedRun {
     c.job.group = Some("line-1".to_string());
@@ -274,14 +283,7 @@ fn a_backlog_is_claimed_in_one_claim_after_a_full_one() {
     // `a_backlog_pass_starts_at_the_end_of_a_one_off_run`).
     let runs: Vec<_> = (1..=30).map(|i| in_group(claimed(i, i, t0()))).collect();
     let steps = m.handle(Event::Claimed(Ok(runs[..8].to_vec())), t0());
-    assert_eq!(
-        steps.last(),
-        Some(&Step::Claim {
-            horizon: t0(),
-            limit: 22,
-            recurring_only: 0
-        })
-    );
+    assert_eq!(steps.last(), Some(&claim(t0(), 22, 0)));
     // Full: more was due than the room. No slot is free, so the loop waits for an end (or
     // the renewal) without reading the next due time: it is now. The pass took 4 ms.
     let steps = m.handle(Event::Claimed(Ok(runs[8..].to_vec())), ms(t0(), 4));
@@ -314,11 +316,7 @@ fn a_backlog_is_claimed_in_one_claim_after_a_full_one() {
     );
     assert_eq!(
         m.handle(Event::Prepared(Ok(Prepared::default())), now),
-        vec![Step::Claim {
-            horizon: now,
-            limit: 20,
-            recurring_only: 0
-        }]
+        vec![claim(now, 20, 0)]
     );
     // A short claim ends the backlog: the next pass starts with a small chunk again.
     let late = in_group(claimed(31, 31, now));
@@ -333,11 +331,7 @@ fn a_backlog_is_claimed_in_one_claim_after_a_full_one() {
     );
     assert_eq!(
         m.handle(Event::Prepared(Ok(Prepared::default())), now),
-        vec![Step::Claim {
-            horizon: now,
-            limit: 8,
-            recurring_only: 0
-        }]
+        vec![claim(now, 8, 0)]
     );
 }
 
@@ -742,14 +736,7 @@ fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
     m.handle(Event::Prepared(Ok(Prepared::default())), t0());
     let runs: Vec<_> = (1..=30).map(|i| claimed(i, i, t0())).collect();
     let steps = m.handle(Event::Claimed(Ok(runs[..8].to_vec())), t0());
-    assert_eq!(
-        steps.last(),
-        Some(&Step::Claim {
-            horizon: t0(),
-            limit: 23,
-            recurring_only: 1
-        })
-    );
+    assert_eq!(steps.last(), Some(&claim(t0(), 23, 1)));
     // 22 one-offs fill the capacity; no recurring fire is due for the reserve. The claim is
     // full all the same, but the next recurring fire is not known: it is read.
     let steps = m.handle(Event::Claimed(Ok(runs[8..].to_vec())), t0());
@@ -772,11 +759,7 @@ fn a_claim_that_fills_all_but_an_empty_reserve_is_a_backlog() {
     m.handle(Event::Timer, now);
     assert_eq!(
         m.handle(Event::Prepared(Ok(Prepared::default())), now),
-        vec![Step::Claim {
-            horizon: now,
-            limit: 21,
-            recurring_only: 1
-        }]
+        vec![claim(now, 21, 1)]
     );
 }
 
