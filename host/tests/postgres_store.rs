@@ -583,9 +583,8 @@ fn a_finish_whose_commit_answer_is_lost_continues_once() {
     });
 }
 
-/// Finishes that end while another is being written are committed together (group commit):
-/// far fewer batches than finishes, and every caller answered with its own run — a retry, a
-/// final state with its continuation, a stale attempt refused — as stored.
+/// Finishes that end while another is being written are committed together (group commit),
+/// each caller answered with its own run (`common::finishes`).
 #[test]
 fn finishes_that_meet_are_committed_together() {
     let Some(url) = url() else { return };
@@ -594,107 +593,10 @@ fn finishes_that_meet_are_committed_together() {
         let schemas = Schemas::new(&url);
         let schema = schemas.fresh();
         let store = schemas.open(&schema).await;
-        let t0 = conformance::claims_now();
-        let child = JobDef::new("child", "conformance::noop").expect("job");
-        store.job_insert(&child, t0).await.expect("insert child");
-        let runs = 24;
-        for i in 0..runs {
-            let mut job = JobDef::new(&format!("finisher-{i}"), "conformance::noop").expect("job");
-            job.next_fire = Some(t0);
-            job.on_success = vec![takt_core::job::JobName::new("child").expect("name")];
-            job.retry =
-                takt_core::policy::RetryPolicy::new(1, takt_core::policy::Backoff::seed_default());
-            store.job_insert(&job, t0).await.expect("insert");
-        }
-        let params = ClaimParams {
-            node: NodeId("n".into()),
-            instance: takt_core::node::InstanceId("n-life".into()),
-            tags: Vec::new(),
-            now: t0,
-            limit: runs,
-            recurring_only: 0,
-            lease: Duration::from_secs(60),
-        };
-        let claimed = store.run_claim_due(&params).await.expect("claim");
-        assert_eq!(claimed.len(), runs);
-        // Even runs succeed, odd ones fail into their retry; one stale attempt on top.
-        let mut calls: Vec<_> = claimed
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let mut run = c.run.clone();
-                let event = if i % 2 == 0 {
-                    takt_core::run::RunEvent::Succeeded {
-                        result_json: Some(format!("{{\"i\":{i}}}")),
-                    }
-                } else {
-                    takt_core::run::RunEvent::Failed {
-                        error: format!("boom {i}"),
-                        retryable: true,
-                    }
-                };
-                let retry = takt_core::policy::RetryPolicy::new(
-                    1,
-                    takt_core::policy::Backoff::seed_default(),
-                );
-                run.apply(event, t0, &retry).expect("legal");
-                (
-                    c.run.clone(),
-                    c.run.attempt,
-                    takt_core::store::RunFinish::from_run(&run, t0),
-                )
-            })
-            .collect();
-        let stale = calls[0].clone();
-        calls.push((stale.0, stale.1 + 1, stale.2));
-        let before = store.finish_stats();
-        let answers = conformance::join_all(
-            calls
-                .iter()
-                .map(|(run, attempt, fin)| {
-                    store.run_set_state_if_running(run.id.expect("id"), *attempt, fin)
-                })
-                .collect(),
-        )
+        common::finishes::finishes_that_meet_are_committed_together(&store, 300, || {
+            store.finish_stats()
+        })
         .await;
-        let stats = store.finish_stats();
-        let batches = stats.batches - before.batches;
-        assert!(
-            batches < calls.len() as u64 / 2,
-            "{} finishes at once are committed in a few batches, not {batches}",
-            calls.len()
-        );
-        for (k, ((run, _, fin), answer)) in calls.iter().zip(&answers).enumerate() {
-            let id = run.id.expect("id");
-            if k == runs {
-                let e = answer.as_ref().expect_err("a stale attempt is refused");
-                assert_eq!(e.kind(), StoreErrorKind::Conflict, "{e}");
-                continue;
-            }
-            let done = answer.as_ref().expect("finish");
-            assert_eq!(done.id, Some(id), "finish {k}: its own run");
-            assert_eq!(done.state, fin.state, "finish {k}: its own state");
-            assert_eq!(
-                done.result_json, fin.result_json,
-                "finish {k}: its own result"
-            );
-            assert_eq!(done.error, fin.error, "finish {k}: its own error");
-            let stored = store.run_get(id).await.expect("get").expect("run");
-            assert_eq!(&stored, done, "finish {k}: answered as stored");
-            let children = store.run_children(id).await.expect("children");
-            let want = usize::from(k % 2 == 0);
-            assert_eq!(
-                children.len(),
-                want,
-                "finish {k}: its continuations: {children:?}"
-            );
-            let attempts = store.run_attempts(id).await.expect("attempts");
-            assert_eq!(
-                attempts[0].finished_at,
-                Some(t0),
-                "finish {k}: its attempt ended"
-            );
-        }
         schemas.drop_all().await;
     });
 }
@@ -807,8 +709,7 @@ fn a_finish_dropped_while_writing_hands_the_queue_on() {
 }
 
 /// Finishes that meet in one batch (group commit) and lose their COMMIT answer: every caller
-/// gets its own run as finished — none is turned into a loss or written twice — each
-/// attempt ends once and each parent's continuation exists once.
+/// gets its own run as finished, none lost or written twice (`common::finishes`).
 #[test]
 fn a_batch_of_finishes_whose_commit_answer_is_lost_is_resolved_for_each() {
     let Some(url) = url() else { return };
@@ -820,83 +721,18 @@ fn a_batch_of_finishes_whose_commit_answer_is_lost_is_resolved_for_each() {
         let schemas = Schemas::new(&url);
         let schema = schemas.fresh();
         let direct = schemas.open(&schema).await;
-        let t0 = conformance::claims_now();
-        let child = JobDef::new("child", "conformance::noop").expect("job");
-        direct.job_insert(&child, t0).await.expect("insert child");
-        let parents = 8;
-        for i in 0..parents {
-            let mut parent = JobDef::new(&format!("parent-{i}"), "conformance::noop").expect("job");
-            parent.next_fire = Some(t0);
-            parent.on_success = vec![takt_core::job::JobName::new("child").expect("name")];
-            direct.job_insert(&parent, t0).await.expect("insert parent");
-        }
-        let params = ClaimParams {
-            node: NodeId("flaky".into()),
-            instance: takt_core::node::InstanceId("test-life".into()),
-            tags: Vec::new(),
-            now: t0,
-            limit: parents,
-            recurring_only: 0,
-            lease: Duration::from_secs(60),
-        };
-        let claimed = direct.run_claim_due(&params).await.expect("claim");
-        assert_eq!(claimed.len(), parents);
-        let finishes: Vec<_> = claimed
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let mut run = c.run.clone();
-                run.apply(
-                    takt_core::run::RunEvent::Succeeded {
-                        result_json: Some(format!("{{\"parent\":{i}}}")),
-                    },
-                    t0,
-                    &takt_core::policy::RetryPolicy::default(),
-                )
-                .expect("legal");
-                (
-                    c.run.clone(),
-                    takt_core::store::RunFinish::from_run(&run, t0),
-                )
-            })
-            .collect();
         let mut opts = PgOptions::new(&via).with_schema(&schema).with_pool_size(2);
         opts.pool.connect_timeout = Duration::from_secs(2);
         let flaky = PgStore::connect(&opts)
             .await
             .expect("connect through the proxy");
-        // Two: the first caller may find the pool's connection at once and commit alone; the
-        // finishes queued behind it then meet in the next batch.
-        proxy.lose_commit_answers(2);
-        let answers = conformance::join_all(
-            finishes
-                .iter()
-                .map(|(run, fin)| {
-                    flaky.run_set_state_if_running(run.id.expect("id"), run.attempt, fin)
-                })
-                .collect(),
+        common::finishes::a_batch_whose_commit_answer_is_lost_is_resolved(
+            &direct,
+            &flaky,
+            || flaky.finish_stats(),
+            &proxy,
         )
         .await;
-        let stats = flaky.finish_stats();
-        assert!(
-            stats.lost_commits >= 1,
-            "a batch of several finishes lost its COMMIT answer (the test proves the \
-             resolution): {stats:?}"
-        );
-        proxy.lose_commit_answers(0);
-        for ((run, fin), answer) in finishes.iter().zip(answers) {
-            let id = run.id.expect("id");
-            let done = answer.expect("a lost COMMIT answer is resolved by reading the run back");
-            assert_eq!(done.id, Some(id), "each caller gets its own run");
-            assert_eq!(done.state, RunState::Succeeded);
-            assert_eq!(done.result_json, fin.result_json, "each its own result");
-            assert_eq!(done.attempt, run.attempt, "finished, not run again");
-            let attempts = direct.run_attempts(id).await.expect("attempts");
-            assert_eq!(attempts.len(), 1, "one attempt: {attempts:?}");
-            assert_eq!(attempts[0].finished_at, Some(t0), "the attempt ended");
-            let children = direct.run_children(id).await.expect("children");
-            assert_eq!(children.len(), 1, "one continuation, not two: {children:?}");
-        }
         schemas.drop_all().await;
     });
 }

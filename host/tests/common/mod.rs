@@ -7,6 +7,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub(crate) mod finishes;
 pub(crate) mod http;
 pub(crate) mod jobs;
 pub(crate) mod mssql;

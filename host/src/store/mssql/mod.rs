@@ -16,6 +16,13 @@
 //! failing. The unique index, not the lock, is what makes a fire run once: a duplicate that got
 //! past the guard fails with error 2601 and the whole claim is rolled back and retried.
 //!
+//! **Finishing** is group commit, as on PostgreSQL: the finishes that end while a batch is
+//! being written wait in the engine's `FinishQueue` and go together in one transaction — one
+//! `UPDATE runs … FROM (VALUES …)` per 128 finishes (SQL Server has no arrays, and a request
+//! holds at most 2 100 parameters), one for their attempts, the continuations, one COMMIT. Each
+//! finish is still its own compare-and-set (running, with its attempt), answered by id after
+//! the COMMIT.
+//!
 //! Joins are written `FROM runs r, jobs j WHERE j.id = r.job_id`: the same inner join to SQL
 //! Server, and the only form the emulator answers (its `JOIN … ON` returns no rows).
 //!
@@ -49,7 +56,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use takt_core::store::engine::{Dialect, DialectStore, Engine, Fail, Res, retrying};
+use takt_core::run::{Run, RunId};
+use takt_core::store::engine::{
+    Dialect, DialectStore, Engine, Fail, FinishQueue, FinishStats, FinishWrite, Res, retrying,
+};
 use takt_core::store::{Capabilities, StoreError, StoreResult};
 use tiberius::Config;
 
@@ -108,6 +118,8 @@ pub struct MssqlDialect {
     shown: Arc<str>,
     /// The peer is the iridium emulator (see the module docs).
     emulator: bool,
+    /// The finishes waiting to be committed together (one queue per pool, shared by clones).
+    finishes: Arc<FinishQueue>,
 }
 
 impl std::fmt::Debug for MssqlDialect {
@@ -149,6 +161,12 @@ impl Dialect for MssqlDialect {
 
     async fn pause(&self, what: &str, error: &StoreError, pause: Duration) {
         server_pause(what, error, pause).await;
+    }
+
+    /// Group commit, as on PostgreSQL: the finishes that end while one batch is being written
+    /// are written together in the next, in one `UPDATE … FROM (VALUES …)` and one COMMIT.
+    async fn finish(&self, id: RunId, attempt: u32, write: &FinishWrite) -> Res<Option<Run>> {
+        self.finishes.finish(self, id, attempt, write).await
     }
 }
 
@@ -246,6 +264,7 @@ impl MssqlStore {
             pool: probe.clone(),
             shown: shown.clone(),
             emulator: false,
+            finishes: Arc::default(),
         };
         let emulator = retrying(&probing, "connecting", || async {
             let mut c = probe.get("connecting").await?;
@@ -267,6 +286,7 @@ impl MssqlStore {
             pool,
             shown,
             emulator,
+            finishes: Arc::default(),
         };
         retrying(&store, "migrating", || async {
             let mut c = store.client("migrating").await?;
@@ -304,6 +324,12 @@ impl MssqlStore {
     /// (diagnostics).
     pub fn unknown_commits(&self) -> u64 {
         self.engine.unknown_commits()
+    }
+
+    /// How this store's (and its clones') finishes were committed: batches and the
+    /// finishes they held (group commit). Diagnostics for operators, tests and benchmarks.
+    pub fn finish_stats(&self) -> FinishStats {
+        self.engine.dialect().finishes.stats()
     }
 
     /// The schema version of the database (the last migration applied).

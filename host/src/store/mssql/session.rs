@@ -42,6 +42,10 @@ use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 /// The most log lines one `INSERT … VALUES` carries (SQL Server allows 2 100 parameters).
 const LOG_CHUNK: usize = 500;
 
+/// The most finishes one `UPDATE … FROM (VALUES …)` carries: 12 parameters each, within SQL
+/// Server's 2 100 per request. A batch of the engine's 256 is two statements.
+const FINISH_CHUNK: usize = 128;
+
 /// A pooled connection for one store call.
 pub struct MssqlSession {
     pub(super) pooled: Pooled,
@@ -321,6 +325,38 @@ impl MssqlConn<'_> {
             p.add(i64::from(attempt)),
         );
         Ok(!self.c.rows("ending an attempt", &sql, &p).await?.is_empty())
+    }
+
+    /// Ends the open attempts of several runs in one statement ([`Self::end_attempt`] for
+    /// each); nothing to do for none.
+    async fn end_attempts(&mut self, ends: &[(RunId, u32, &AttemptEnd)]) -> Res<()> {
+        if ends.is_empty() {
+            return Ok(());
+        }
+        let mut p = self.c.params();
+        let values = ends
+            .iter()
+            .map(|(id, attempt, end)| {
+                format!(
+                    "({}, {}, {}, {}, {})",
+                    p.add(id.0),
+                    p.add(i64::from(*attempt)),
+                    p.at(Some(end.at.as_millisecond())),
+                    p.add(end.outcome.name()),
+                    p.add(text(end.error.clone())),
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "UPDATE a SET finished_at = i.end_at, outcome = i.outcome, error = i.error \
+             OUTPUT INSERTED.run_id \
+             FROM run_attempts a, (VALUES {values}) AS i (run_id, attempt, end_at, outcome, \
+               error) \
+             WHERE a.run_id = i.run_id AND a.attempt = i.attempt AND a.finished_at IS NULL"
+        );
+        self.c.rows("ending attempts", &sql, &p).await?;
+        Ok(())
     }
 
     /// The attempts `sql` (selecting [`ATTEMPT_COLUMNS`]) returns.
@@ -955,6 +991,93 @@ impl Conn for MssqlConn<'_> {
             self.c.commit().await?;
         }
         Ok(row.map(|r| run_of(&r, self.shown)).transpose()?)
+    }
+
+    /// A batch's finishes ([`takt_core::store::engine::FinishQueue`]) as one `UPDATE … FROM
+    /// (VALUES …)` per [`FINISH_CHUNK`] (SQL Server has no arrays, and a request holds at most
+    /// 2 100 parameters), then one for the attempts of the runs that matched: what
+    /// [`Conn::run_finish_if_running`] writes for each, in two statements instead of two per
+    /// run. The answers are matched back by id (`OUTPUT` returns the updated rows in no
+    /// promised order); the runs are distinct, as the queue guarantees.
+    async fn run_finish_many(
+        &mut self,
+        finishes: &[(RunId, u32, &FinishWrite)],
+    ) -> Res<Vec<Option<Run>>> {
+        if finishes.len() == 1 || !dialect::joined_updates(self.emulator) {
+            // One statement pair per finish, in the batch's transaction: still one COMMIT.
+            let mut out = Vec::with_capacity(finishes.len());
+            for &(id, attempt, write) in finishes {
+                out.push(self.run_finish_if_running(id, attempt, write).await?);
+            }
+            return Ok(out);
+        }
+        let what = "finishing runs";
+        let own = !self.tx;
+        if own {
+            self.c.begin(what).await?;
+        }
+        let mut out = Vec::with_capacity(finishes.len());
+        for chunk in finishes.chunks(FINISH_CHUNK) {
+            let mut p = self.c.params();
+            let values = chunk
+                .iter()
+                .map(|(id, attempt, w)| {
+                    let elapsed = w
+                        .elapsed
+                        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                    let plugin = w.plugin.as_ref();
+                    format!(
+                        "({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                        p.add(id.0),
+                        p.add(i64::from(*attempt)),
+                        p.add(w.state.name()),
+                        p.add(text(w.error.clone())),
+                        p.add(text(w.result_json.clone())),
+                        p.add(elapsed),
+                        p.add(i64::from(w.retry)),
+                        p.at(w.next_attempt_at.map(Timestamp::as_millisecond)),
+                        p.at(w.finished_at.map(Timestamp::as_millisecond)),
+                        p.add(text(plugin.map(|b| b.name.clone()))),
+                        p.add(text(plugin.map(|b| b.version.clone()))),
+                        p.add(text(plugin.and_then(|b| b.sha256.clone()))),
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            // `COALESCE` keeps a retry's stored `finished_at`, as the single statement does.
+            let sql = format!(
+                "UPDATE r SET state = i.state, error = i.error, result_json = i.result_json, \
+                   elapsed_ms = i.elapsed_ms, lease_expires_at = NULL, \
+                   attempt = r.attempt + i.retry, next_attempt_at = i.next_attempt_at, \
+                   finished_at = COALESCE(i.finished_at, r.finished_at), \
+                   plugin = i.plugin, plugin_version = i.plugin_version, \
+                   plugin_sha256 = i.plugin_sha256 \
+                 OUTPUT {} \
+                 FROM runs r, (VALUES {values}) AS i (id, attempt, state, error, result_json, \
+                   elapsed_ms, retry, next_attempt_at, finished_at, plugin, plugin_version, \
+                   plugin_sha256) \
+                 WHERE r.id = i.id AND r.state = N'running' AND r.attempt = i.attempt",
+                inserted(RUN_COLUMNS),
+            );
+            let mut stored = std::collections::HashMap::with_capacity(chunk.len());
+            for r in &self.c.rows(what, &sql, &p).await? {
+                let run = run_of(r, self.shown)?;
+                if let Some(id) = run.id {
+                    stored.insert(id, run);
+                }
+            }
+            let ended: Vec<_> = chunk
+                .iter()
+                .filter(|(id, ..)| stored.contains_key(id))
+                .map(|&(id, attempt, w)| (id, attempt, &w.attempt_end))
+                .collect();
+            self.end_attempts(&ended).await?;
+            out.extend(chunk.iter().map(|(id, ..)| stored.remove(id)));
+        }
+        if own {
+            self.c.commit().await?;
+        }
+        Ok(out)
     }
 
     async fn runs_between(
