@@ -42,6 +42,9 @@ use takt_core::store::access::{ApiToken, NewToken, OperatorAction};
 /// The most log lines one `INSERT … VALUES` carries (SQL Server allows 2 100 parameters).
 const LOG_CHUNK: usize = 500;
 
+/// The most ids one `IN (…)` list carries (within SQL Server's 2 100 parameters).
+const ID_CHUNK: usize = 1_000;
+
 /// The most finishes one `UPDATE … FROM (VALUES …)` carries: 12 parameters each, within SQL
 /// Server's 2 100 per request. A batch of the engine's 256 is two statements.
 const FINISH_CHUNK: usize = 128;
@@ -417,6 +420,23 @@ impl Conn for MssqlConn<'_> {
 
     async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
         get_job(self.c, self.shown, id).await
+    }
+
+    async fn jobs_get(&mut self, ids: &[JobId]) -> Res<Vec<JobDef>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(ID_CHUNK) {
+            let mut p = self.c.params();
+            let list = chunk
+                .iter()
+                .map(|id| p.add(id.0))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id IN ({list})");
+            for r in &self.c.rows("reading jobs", &sql, &p).await? {
+                out.push(job_of(r, self.shown)?);
+            }
+        }
+        Ok(out)
     }
 
     async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {

@@ -29,8 +29,9 @@ use takt_core::store::{
 
 use super::error::{commit, pg};
 use super::rows::{
-    CLAIM_JOBS, FINISH, FINISH_MANY, NODE_SELECT, Param, RunBatch, get_job, get_run, job_of,
-    job_params, ms_of, node_of, node_row, read_err, refs, run_of, st_opt, ts, update_run_if,
+    CLAIM_JOBS, FINISH, FINISH_MANY, NODE_SELECT, Param, RunBatch, get_job, get_jobs, get_run,
+    job_of, job_params, ms_of, node_of, node_row, read_err, refs, run_of, st_opt, ts,
+    update_run_if,
 };
 use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
@@ -371,6 +372,11 @@ async fn set_next_fire_if(
 /// The due-jobs query of each [`DueSet`]: the recurring one is the same with `recurring`
 /// added, which the partial index `jobs_claim_recurring` answers (a parameter deciding
 /// between the two would leave the planner one generic plan for both).
+/// A pause (every claim reads its node's).
+static PAUSE_GET: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT kind, name, {PAUSE_COLUMNS} FROM pauses WHERE kind = $1 AND name = $2")
+});
+
 static DUE_JOBS: LazyLock<[String; 2]> = LazyLock::new(|| {
     [DueSet::All, DueSet::Recurring].map(|set| {
         format!(
@@ -481,7 +487,12 @@ async fn claim_lock(c: &impl GenericClient, shown: &str, token: i64) -> Res<()> 
     // The claim's token as a transaction lock: whoever must find out whether this claim
     // committed (its answer lost) waits for this lock first, so it looks only after the
     // transaction has ended, one way or the other (see `claimed_by`).
-    c.execute("SELECT pg_advisory_xact_lock($1)", &[&token])
+    // Prepared once per connection: an unprepared statement costs a second round trip.
+    let stmt = c
+        .prepare_cached("SELECT pg_advisory_xact_lock($1)")
+        .await
+        .map_err(|e| pg(shown, "starting a claim", e))?;
+    c.execute(&stmt, &[&token])
         .await
         .map_err(|e| pg(shown, "starting a claim", e))?;
     Ok(())
@@ -1228,14 +1239,17 @@ async fn begin_attempts(c: &impl GenericClient, shown: &str, attempts: &[Attempt
         .map(|a| a.node_instance.as_ref().map(|i| i.0.as_str()))
         .collect();
     let started: Vec<SystemTime> = attempts.iter().map(|a| ts(a.started_at)).collect();
-    c.execute(
-        "INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
-         SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], \
-         $5::timestamptz[]) ON CONFLICT (run_id, attempt) DO NOTHING",
-        &[&run, &attempt, &node, &instance, &started],
-    )
-    .await
-    .map_err(|e| pg(shown, "recording attempts", e))?;
+    let stmt = c
+        .prepare_cached(
+            "INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
+             SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], \
+             $5::timestamptz[]) ON CONFLICT (run_id, attempt) DO NOTHING",
+        )
+        .await
+        .map_err(|e| pg(shown, "recording attempts", e))?;
+    c.execute(&stmt, &[&run, &attempt, &node, &instance, &started])
+        .await
+        .map_err(|e| pg(shown, "recording attempts", e))?;
     Ok(())
 }
 
@@ -1481,6 +1495,11 @@ impl Conn for PgConn<'_> {
     async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
         let s = self.shown;
         on!(self, |c| get_job(c, s, id).await)
+    }
+
+    async fn jobs_get(&mut self, ids: &[JobId]) -> Res<Vec<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| get_jobs(c, s, ids).await)
     }
 
     async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
@@ -1816,14 +1835,13 @@ impl Conn for PgConn<'_> {
     async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
         let s = self.shown;
         on!(self, |c| {
+            // Read by every claim: prepared once per connection.
+            let stmt = c
+                .prepare_cached(&PAUSE_GET)
+                .await
+                .map_err(|e| pg(s, "reading a pause", e))?;
             let rows = c
-                .query(
-                    &format!(
-                        "SELECT kind, name, {PAUSE_COLUMNS} FROM pauses \
-                         WHERE kind = $1 AND name = $2"
-                    ),
-                    &[&kind.name(), &name],
-                )
+                .query(&stmt, &[&kind.name(), &name])
                 .await
                 .map_err(|e| pg(s, "reading a pause", e))?;
             Ok(rows

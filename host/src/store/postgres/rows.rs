@@ -327,6 +327,8 @@ impl RunBatch {
 
 static GET_JOB: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"));
+static GET_JOBS: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY($1)"));
 static GET_RUN: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"));
 /// The claim's read of due fires, for each [`DueSet`] (`[All, Recurring]`).
@@ -455,6 +457,28 @@ pub(super) async fn get_job(
         .await
         .map_err(|e| pg(shown, "reading a job", e))?;
     Ok(row.map(|r| job_of(&r, shown)).transpose()?)
+}
+
+/// The jobs of `ids` that exist, in one statement.
+pub(super) async fn get_jobs(
+    c: &impl GenericClient,
+    shown: &str,
+    ids: &[JobId],
+) -> Result<Vec<JobDef>, Fail> {
+    let what = "reading jobs";
+    let stmt = c
+        .prepare_cached(&GET_JOBS)
+        .await
+        .map_err(|e| pg(shown, what, e))?;
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    let rows = c
+        .query(&stmt, &[&ids])
+        .await
+        .map_err(|e| pg(shown, what, e))?;
+    Ok(rows
+        .iter()
+        .map(|r| job_of(r, shown))
+        .collect::<Result<_, _>>()?)
 }
 
 pub(super) async fn get_run(

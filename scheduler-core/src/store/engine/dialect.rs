@@ -216,6 +216,19 @@ pub trait Conn: Send {
     /// The job with `id`.
     fn job_get(&mut self, id: JobId) -> impl Future<Output = Res<Option<JobDef>>> + Send;
 
+    /// The jobs of `ids` that exist, in no promised order (a batch of finishes reads its
+    /// runs' jobs at once: one round trip, not one per run). Default: one [`Conn::job_get`]
+    /// each; a server reads them in one statement.
+    fn jobs_get(&mut self, ids: &[JobId]) -> impl Future<Output = Res<Vec<JobDef>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(ids.len());
+            for &id in ids {
+                out.extend(self.job_get(id).await?);
+            }
+            Ok(out)
+        }
+    }
+
     /// The job named `name`.
     fn job_get_by_name(
         &mut self,

@@ -28,7 +28,7 @@
 //!   outcome unknown: its callers are answered [`Retry::Unknown`] and resolve it by reading
 //!   back, and the queue passes to the next caller still waiting.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
@@ -416,20 +416,30 @@ async fn write_batch<C: Conn>(mut tx: C, batch: &[Entry]) -> Res<Vec<Option<Run>
         ))
         .into());
     }
-    let mut jobs: Vec<(JobId, Option<JobDef>)> = Vec::new();
+    // The jobs of the runs that ended for good, read in one call: their continuations.
+    let mut ids: Vec<JobId> = runs
+        .iter()
+        .flatten()
+        .filter(|run| run.state != RunState::Pending)
+        .map(|run| run.job_id)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let jobs: HashMap<JobId, JobDef> = if ids.is_empty() {
+        HashMap::new()
+    } else {
+        tx.jobs_get(&ids)
+            .await?
+            .into_iter()
+            .filter_map(|job| Some((job.id?, job)))
+            .collect()
+    };
     for run in runs.iter().flatten() {
         if run.state == RunState::Pending {
             continue;
         }
-        let i = match jobs.iter().position(|(id, _)| *id == run.job_id) {
-            Some(i) => i,
-            None => {
-                jobs.push((run.job_id, tx.job_get(run.job_id).await?));
-                jobs.len() - 1
-            }
-        };
         // A job removed behind takt's back has no continuations to start.
-        if let Some(job) = &jobs[i].1 {
+        if let Some(job) = jobs.get(&run.job_id) {
             continue_after_job(&mut tx, run, job).await?;
         }
     }
