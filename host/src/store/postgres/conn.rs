@@ -369,13 +369,14 @@ async fn set_next_fire_if(
     Ok(n == 1)
 }
 
-/// The due-jobs query of each [`DueSet`]: the recurring one is the same with `recurring`
-/// added, which the partial index `jobs_claim_recurring` answers (a parameter deciding
-/// between the two would leave the planner one generic plan for both).
 /// A pause (every claim reads its node's).
 static PAUSE_GET: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT kind, name, {PAUSE_COLUMNS} FROM pauses WHERE kind = $1 AND name = $2")
 });
+
+/// The due-jobs query of each [`DueSet`]: the recurring one is the same with `recurring`
+/// added, which the partial index `jobs_claim_recurring` answers (a parameter deciding
+/// between the two would leave the planner one generic plan for both).
 
 static DUE_JOBS: LazyLock<[String; 2]> = LazyLock::new(|| {
     [DueSet::All, DueSet::Recurring].map(|set| {
