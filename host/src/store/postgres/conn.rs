@@ -377,7 +377,6 @@ static PAUSE_GET: LazyLock<String> = LazyLock::new(|| {
 /// The due-jobs query of each [`DueSet`]: the recurring one is the same with `recurring`
 /// added, which the partial index `jobs_claim_recurring` answers (a parameter deciding
 /// between the two would leave the planner one generic plan for both).
-
 static DUE_JOBS: LazyLock<[String; 2]> = LazyLock::new(|| {
     [DueSet::All, DueSet::Recurring].map(|set| {
         format!(
