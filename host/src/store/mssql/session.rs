@@ -45,6 +45,13 @@ const LOG_CHUNK: usize = 500;
 /// The most ids one `IN (…)` list carries (within SQL Server's 2 100 parameters).
 const ID_CHUNK: usize = 1_000;
 
+/// A finish's run time in whole milliseconds, as `runs.elapsed_ms` stores it.
+fn elapsed_ms(write: &FinishWrite) -> Option<i64> {
+    write
+        .elapsed
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// The most finishes one `UPDATE … FROM (VALUES …)` carries: 12 parameters each, within SQL
 /// Server's 2 100 per request. A batch of the engine's 256 is two statements.
 const FINISH_CHUNK: usize = 128;
@@ -977,9 +984,7 @@ impl Conn for MssqlConn<'_> {
             self.c.begin(what).await?;
         }
         let mut p = self.c.params();
-        let elapsed = write
-            .elapsed
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let elapsed = elapsed_ms(write);
         let finished = match write.finished_at {
             Some(at) => p.at(Some(at.as_millisecond())),
             None => "finished_at".to_string(),
@@ -1042,9 +1047,7 @@ impl Conn for MssqlConn<'_> {
             let values = chunk
                 .iter()
                 .map(|(id, attempt, w)| {
-                    let elapsed = w
-                        .elapsed
-                        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                    let elapsed = elapsed_ms(w);
                     let plugin = w.plugin.as_ref();
                     format!(
                         "({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
