@@ -14,6 +14,7 @@
 //! | `TAKT_NODE_TAGS` | `tags` (comma-separated) |
 //! | `TAKT_CAPACITY` | `capacity` |
 //! | `TAKT_RECURRING_RESERVE` | `recurring_reserve` |
+//! | `TAKT_CLAIM_AHEAD` | `claim_ahead` |
 //! | `TAKT_TZ` | `timezone` |
 //! | `TAKT_EXE_ALLOWLIST` | `[exe] allowlist` (entries separated like `PATH`) |
 //! | `TAKT_SQL_CONNECTION_<NAME>` | `[sql.connections] <name>` (a password need not be in the file) |
@@ -110,6 +111,9 @@ pub struct Config {
     /// `capacity` limits every run). See
     /// [`crate::scheduler::SchedulerConfig::recurring_reserve`].
     pub recurring_reserve: usize,
+    /// The most short runs claimed beyond the slots while a backlog drains (default 32; 0:
+    /// never more than the slots). See [`crate::scheduler::SchedulerConfig::claim_ahead`].
+    pub claim_ahead: usize,
     /// The zone of job schedules that name none.
     pub timezone: String,
     /// How long a shutdown waits for running runs before cancelling them.
@@ -186,6 +190,7 @@ struct FileConfig {
     tags: Option<Vec<String>>,
     capacity: Option<usize>,
     recurring_reserve: Option<usize>,
+    claim_ahead: Option<usize>,
     timezone: Option<String>,
     grace: Option<String>,
     log_format: Option<String>,
@@ -618,6 +623,29 @@ impl Config {
                 ),
             ));
         }
+        let claim_ahead = match env("TAKT_CLAIM_AHEAD") {
+            Some(v) => v.trim().parse::<usize>().map_err(|_| {
+                env_err(
+                    "TAKT_CLAIM_AHEAD",
+                    format!(
+                        "\"{v}\" is not a whole number; set it to the most short runs claimed \
+                         ahead of a slot during a backlog, e.g. 32 (0: none)"
+                    ),
+                )
+            })?,
+            None => raw
+                .claim_ahead
+                .unwrap_or(crate::scheduler::DEFAULT_CLAIM_AHEAD),
+        };
+        if claim_ahead > MAX_CLAIM_AHEAD {
+            return Err(err(
+                "claim_ahead",
+                format!(
+                    "{claim_ahead} is more than {MAX_CLAIM_AHEAD} runs; runs claimed ahead wait \
+                     for a slot, so a few batches' worth is enough (default 32, 0: none)"
+                ),
+            ));
+        }
         let plugins = raw
             .plugins
             .resolve(capacity + recurring_reserve)
@@ -744,6 +772,7 @@ impl Config {
             tags,
             capacity,
             recurring_reserve,
+            claim_ahead,
             timezone,
             grace,
             log_format,
@@ -781,6 +810,10 @@ struct PluginSettings {
 /// The largest accepted `recurring_reserve`: the reserve is a few slots beside the capacity,
 /// and a larger number is more likely a capacity written under the wrong key.
 const MAX_RECURRING_RESERVE: usize = 1024;
+
+/// The largest accepted `claim_ahead`: what is claimed ahead waits in this node's queue while
+/// other nodes could run it, so more than a few claims' worth only moves work here early.
+const MAX_CLAIM_AHEAD: usize = 4096;
 
 /// The smallest accepted `[plugins] worker_memory`: below it a worker cannot even load.
 const MIN_WORKER_MEMORY: u64 = 32 << 20;
@@ -1259,6 +1292,24 @@ mod tests {
         let e = Config::parse("", Path::new("/c/takt.toml"), env("two")).unwrap_err();
         assert_eq!(e.key, "TAKT_RECURRING_RESERVE");
         assert!(e.message.contains("\"two\" is not a whole number"), "{e}");
+    }
+
+    #[test]
+    fn claim_ahead_is_read_checked_and_overridden() {
+        assert_eq!(parse("").unwrap().claim_ahead, 32, "the default");
+        assert_eq!(parse("claim_ahead = 0").unwrap().claim_ahead, 0);
+        assert_eq!(parse("claim_ahead = 100").unwrap().claim_ahead, 100);
+        let e = parse("claim_ahead = 5000").unwrap_err();
+        assert_eq!(e.key, "claim_ahead");
+        assert!(e.message.contains("more than 4096"), "{e}");
+        let e = parse("claim_ahead = -1").unwrap_err();
+        assert!(e.to_string().contains("claim_ahead"), "{e}");
+        let env = |v: &'static str| move |k: &str| (k == "TAKT_CLAIM_AHEAD").then(|| v.to_string());
+        let c = Config::parse("claim_ahead = 64", Path::new("/c/takt.toml"), env("0")).unwrap();
+        assert_eq!(c.claim_ahead, 0, "the environment wins");
+        let e = Config::parse("", Path::new("/c/takt.toml"), env("lots")).unwrap_err();
+        assert_eq!(e.key, "TAKT_CLAIM_AHEAD");
+        assert!(e.message.contains("\"lots\" is not a whole number"), "{e}");
     }
 
     #[test]

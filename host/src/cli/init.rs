@@ -133,6 +133,7 @@ fn template(plugin_dir: &Path, tokens: &Path) -> String {
 #   TAKT_NODE_TAGS              tags, comma-separated
 #   TAKT_CAPACITY               capacity
 #   TAKT_RECURRING_RESERVE      recurring_reserve
+#   TAKT_CLAIM_AHEAD            claim_ahead
 #   TAKT_TZ                     timezone
 #   TAKT_LOG_FORMAT             log_format (text or json)
 #   TAKT_EXE_ALLOWLIST          [exe] allowlist, separated like PATH
@@ -168,6 +169,11 @@ plugin_dir = {plugin_dir}
 # capacity never keeps a schedule from starting. 0: the capacity limits every run.
 capacity = 8
 # recurring_reserve = 1
+
+# While more is due than the capacity, short runs (each shorter than a claim takes) are
+# claimed this many beyond the slots and wait here for one, so a backlog is claimed in fewer,
+# larger transactions. Long runs are never claimed ahead. 0: never more than the capacity.
+# claim_ahead = 32
 
 # The time zone of job schedules that name none (an IANA name such as "Asia/Shanghai").
 timezone = "UTC"

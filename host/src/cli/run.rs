@@ -259,6 +259,7 @@ async fn host(
     let mut sched_config = SchedulerConfig::new(NodeId(config.node_id.clone()));
     sched_config.capacity = config.capacity;
     sched_config.recurring_reserve = config.recurring_reserve;
+    sched_config.claim_ahead = config.claim_ahead;
     // The executor has a slot for every run the loop may start, the reserved ones too.
     let executor = Executor::new(ExecutorConfig {
         capacity: sched_config.slots(),

@@ -21,10 +21,14 @@
 //!   anything (so every fire claimed went through those decisions), claim in growing chunks up
 //!   to the free capacity, read the next due instant, sleep. A stop is obeyed at each of these
 //!   boundaries: the pass ends, runs already claimed still start.
-//! * At most `capacity + recurring_reserve` runs are in flight, and at most `capacity` that
-//!   are not recurring fires: each claim chunk tells the store how much of it only recurring
-//!   fires may take, from the runs in flight at that moment ([`Machine::free`]). When only
-//!   reserved slots are free, the next due instant read is that of recurring fires.
+//! * At most `capacity + recurring_reserve` runs execute at once (the executor's slots), and
+//!   at most `capacity` that are not recurring fires: each claim chunk tells the store how
+//!   much of it only recurring fires may take, from the runs in flight at that moment
+//!   ([`Machine::free`]). When only reserved slots are free, the next due instant read is
+//!   that of recurring fires. During a backlog of short runs, up to
+//!   [`SchedulerConfig::claim_ahead`] more are in flight, claimed ahead and waiting in the
+//!   executor's queue for a slot ([`Machine::ahead`]); never outside a backlog, never long
+//!   runs.
 //! * A wake that comes during a pass is kept and starts the next pass as soon as this one
 //!   ends, so no change is missed between a pass's read and its sleep.
 //! * The stop: the drain lets `in_flight` and `finishing` empty for up to the grace (renewing
@@ -397,6 +401,10 @@ pub(crate) struct Machine {
     gather_until: Option<Timestamp>,
     /// How long the last pass that ended with a full claim took, on the scheduler's clock.
     last_pass: Duration,
+    /// The mean run time of the runs that ended lately (a moving average of their plugin
+    /// time), `None` before the first: how many runs the slots finish during a pass
+    /// ([`Machine::ahead`]).
+    mean_run: Option<Duration>,
     outage: Outage,
 }
 
@@ -418,6 +426,7 @@ impl Machine {
             backlog: false,
             gather_until: None,
             last_pass: Duration::ZERO,
+            mean_run: None,
             outage: Outage::default(),
         }
     }
@@ -429,17 +438,34 @@ impl Machine {
 
     /// The free slots: for any run, and for runs that are not recurring fires. Recurring
     /// fires fill the reserve first, then the capacity ([`SchedulerConfig::recurring_reserve`]).
+    /// The runs claimed ahead ([`Machine::ahead`]) count as capacity that is not a slot.
     fn free(&self) -> Free {
         let reserve = self.config.recurring_reserve;
+        let capacity = self.config.capacity + self.ahead();
         let all = self.in_flight.len();
-        // At most capacity + reserve runs are in flight, so counting costs little.
+        // At most capacity + reserve + claim_ahead runs are in flight: counting costs little.
         let recurring = self.in_flight.values().filter(|f| f.recurring).count();
         let general = (all - recurring) + recurring.saturating_sub(reserve);
-        let any = (self.config.capacity + reserve).saturating_sub(all);
+        let any = (capacity + reserve).saturating_sub(all);
         Free {
             any,
-            others: self.config.capacity.saturating_sub(general).min(any),
+            others: capacity.saturating_sub(general).min(any),
         }
+    }
+
+    /// How many runs may be claimed beyond the slots now: during a backlog, as many as the
+    /// slots are expected to finish while one pass takes (`capacity × last pass ÷ mean run
+    /// time`), at most [`SchedulerConfig::claim_ahead`]; else none. So a run claimed ahead
+    /// waits for a slot about as long as a pass, which it would have waited anyway for the
+    /// pass that claims it, and a long run (longer than a pass) is never claimed ahead.
+    fn ahead(&self) -> usize {
+        let limit = self.config.claim_ahead;
+        let Some(mean) = self.mean_run.filter(|_| self.backlog && limit > 0) else {
+            return 0;
+        };
+        let slots_time = self.last_pass.as_nanos() * self.config.capacity as u128;
+        let expected = slots_time / mean.as_nanos().max(1);
+        usize::try_from(expected).unwrap_or(usize::MAX).min(limit)
     }
 
     /// The stop's grace, once stopping (a run's end that cannot be recorded is given up after
@@ -1114,6 +1140,14 @@ impl Machine {
             finish.elapsed = elapsed;
         }
         finish.plugin = plugin;
+        if let Some(took) = elapsed {
+            // A moving average over the last few ends (weight 1/4): it follows a change of
+            // workload within a few runs, and one odd run moves it a quarter of the way.
+            self.mean_run = Some(match self.mean_run {
+                Some(mean) => (mean * 3 + took) / 4,
+                None => took,
+            });
+        }
         let ends_early = flight.ends_early;
         self.finishing.insert(id, flight);
         out.push(Step::Record {

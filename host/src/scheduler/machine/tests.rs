@@ -34,6 +34,8 @@ fn config() -> SchedulerConfig {
         renew_every: Duration::from_secs(27),
         safety_poll: Duration::from_secs(1),
         claim_batch: 32,
+        // Claiming ahead has its own tests (`claim_ahead_*`).
+        claim_ahead: 0,
         lookahead: Duration::from_millis(25),
         ..SchedulerConfig::new(NodeId("node-a".into()))
     }
@@ -1087,4 +1089,139 @@ fn an_end_the_core_refuses_is_left_for_the_orphan_check() {
         vec![Step::Prepare { now, horizon: now }]
     );
     assert_eq!(m.running(), 0);
+}
+
+/// A machine of capacity 4 that may claim up to 8 runs ahead of a slot.
+fn with_claim_ahead() -> Machine {
+    Machine::new(
+        SchedulerConfig {
+            claim_ahead: 8,
+            ..config()
+        },
+        t0(),
+    )
+}
+
+/// `c` ended successfully after its plugin ran for `took`.
+fn ended_after(c: &ClaimedRun, took: Duration) -> Event {
+    Event::RunEnded(Box::new(Ended {
+        elapsed: Some(took),
+        ..*ended_box(c)
+    }))
+}
+
+fn ended_box(c: &ClaimedRun) -> Box<Ended> {
+    match ended(c, RunEvent::Succeeded { result_json: None }) {
+        Event::RunEnded(e) => e,
+        _ => unreachable!(),
+    }
+}
+
+/// Drives a fresh machine of capacity 4 into a backlog: its first pass claims 4 runs (full)
+/// in 4 ms. Returns them.
+fn backlog_of_four(m: &mut Machine) -> Vec<ClaimedRun> {
+    to_claim(m, t0());
+    let runs: Vec<_> = (1..=4).map(|i| claimed(i, i, t0())).collect();
+    // Full, no slot free: wait for an end without reading the next due instant.
+    assert_eq!(
+        m.handle(Event::Claimed(Ok(runs.clone())), ms(t0(), 4))
+            .last(),
+        sleep(at(27)).last()
+    );
+    runs
+}
+
+#[test]
+fn claim_ahead_takes_what_the_slots_finish_during_a_pass() {
+    let mut m = with_claim_ahead();
+    let runs = backlog_of_four(&mut m);
+    // A run of 1 ms: the 4 slots finish 16 runs while a pass of 4 ms takes, so 8 (the bound)
+    // may wait for a slot. With 3 in flight, 9 are free: the next pass starts at once (no
+    // gathering: the whole capacity is free) and claims them in one claim.
+    let now = ms(t0(), 5);
+    let steps = m.handle(ended_after(&runs[0], Duration::from_millis(1)), now);
+    assert!(matches!(
+        steps.as_slice(),
+        [Step::Record { run: RunId(1), .. }, Step::Prepare { .. }]
+    ));
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![claim(now, 9, 0)]
+    );
+    let more: Vec<_> = (5..=13).map(|i| claimed(i, i, now)).collect();
+    m.handle(Event::Claimed(Ok(more)), ms(now, 4));
+    assert_eq!(m.running(), 12, "4 slots and 8 claimed ahead");
+}
+
+#[test]
+fn claim_ahead_ends_with_the_backlog() {
+    let mut m = with_claim_ahead();
+    let runs = backlog_of_four(&mut m);
+    let now = ms(t0(), 5);
+    m.handle(ended_after(&runs[0], Duration::from_millis(1)), now);
+    m.handle(Event::Prepared(Ok(Prepared::default())), now);
+    // The claim of 9 takes 2: everything due was claimed, the backlog is over, and with it
+    // the claiming ahead. 5 runs are in flight for 4 slots: nothing more is claimed until
+    // they drain below the capacity.
+    let two = vec![claimed(5, 5, now), claimed(6, 6, now)];
+    assert_eq!(
+        m.handle(Event::Claimed(Ok(two)), now).last(),
+        Some(&Step::ReadNextDue { set: DueSet::All })
+    );
+    assert_eq!(m.ahead(), 0);
+    m.handle(Event::NextDue(Ok(Some(ms(now, 1)))), now);
+    let now = ms(now, 1);
+    assert_eq!(
+        m.handle(Event::Timer, now),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![Step::ReadNextDue { set: DueSet::All }],
+        "5 in flight, capacity 4: no claim"
+    );
+}
+
+#[test]
+fn claim_ahead_never_takes_long_runs() {
+    let mut m = with_claim_ahead();
+    let runs = backlog_of_four(&mut m);
+    // A run of 1 s: the slots finish none while a pass of 4 ms takes, so nothing is claimed
+    // ahead. The first end frees a quarter of the room: the pass gathers as before.
+    let now = ms(t0(), 1_005);
+    let steps = m.handle(ended_after(&runs[0], Duration::from_secs(1)), now);
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Sleep {
+            until: Some(ms(now, 4)),
+            at_most: Some(Duration::from_millis(4))
+        })
+    );
+    let now = ms(now, 4);
+    assert_eq!(
+        m.handle(Event::Timer, now),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![claim(now, 1, 0)],
+        "the free slot only"
+    );
+}
+
+#[test]
+fn claim_ahead_waits_for_a_run_time_and_a_backlog() {
+    // Before any run ended, the run time is not known: a backlog's first passes claim the
+    // free slots only.
+    let mut m = with_claim_ahead();
+    let runs = backlog_of_four(&mut m);
+    assert_eq!(m.ahead(), 0, "no run ended yet");
+    m.handle(ended_after(&runs[0], Duration::ZERO), ms(t0(), 5));
+    // A run that took no measurable time: the bound.
+    assert_eq!(m.ahead(), 8);
+    // Zero: never more than the slots.
+    let mut m = machine();
+    let runs = backlog_of_four(&mut m);
+    m.handle(ended_after(&runs[0], Duration::ZERO), ms(t0(), 5));
+    assert_eq!(m.ahead(), 0);
 }
