@@ -147,6 +147,18 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// `TAKT_BENCH_CLAIM_AHEAD=N`: the takt rows of B3, B5 and B6 run with
+/// `SchedulerConfig::claim_ahead = N` instead of its default, for an A/B of claiming ahead in
+/// the same binary (0: the claim bounded by the free slots, as before it existed).
+pub fn apply_claim_ahead(config: &mut takt_host::scheduler::SchedulerConfig) {
+    if let Some(n) = std::env::var("TAKT_BENCH_CLAIM_AHEAD")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+    {
+        config.claim_ahead = n;
+    }
+}
+
 /// A temporary SQLite file path unique to this process and `label` (removed with its WAL
 /// files by [`remove_db`]).
 pub fn temp_db(label: &str) -> std::path::PathBuf {
@@ -201,8 +213,8 @@ pub mod probe {
     use takt_core::pause::{Pause, PauseTarget, Resumed};
     use takt_core::run::{NodeId, Progress, Run, RunId};
     use takt_core::store::{
-        Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob, DueSet,
-        JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
+        Backfilled, CancelOutcome, CancelRequest, Capabilities, ClaimParams, ClaimedRun, DueJob,
+        DueSet, JobPage, JobQuery, LogLine, PurgeCounts, RunFilter, RunFinish, Store, StoreResult,
     };
 
     /// Calls and time per method name.

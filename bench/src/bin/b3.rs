@@ -369,6 +369,7 @@ async fn takt_round_with<S: Store + Clone + 'static>(
     let mut config = SchedulerConfig::new(NodeId("bench".into()));
     config.capacity = capacity;
     config.claim_batch = batch;
+    takt_bench::apply_claim_ahead(&mut config);
     before_start();
     let start = Instant::now();
     let host = HostBuilder::new(store)

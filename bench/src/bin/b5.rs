@@ -262,6 +262,7 @@ impl Bench {
         let mut config = SchedulerConfig::new(NodeId("b5".into()));
         config.capacity = capacity;
         config.claim_batch = batch;
+        takt_bench::apply_claim_ahead(&mut config);
         let start = Instant::now();
         let host = HostBuilder::new(store)
             .static_plugin(self.plugin)

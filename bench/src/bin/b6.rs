@@ -110,6 +110,7 @@ async fn node_main(args: &Args, url: &str, node: &str) {
     let mut config = SchedulerConfig::new(NodeId(format!("b6-node-{node}")));
     config.capacity = CAPACITY;
     config.claim_batch = CAPACITY;
+    takt_bench::apply_claim_ahead(&mut config);
     let host = HostBuilder::new(store)
         .static_plugin(plugin)
         .scheduler_config(config)
