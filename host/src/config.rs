@@ -111,7 +111,7 @@ pub struct Config {
     /// `capacity` limits every run). See
     /// [`crate::scheduler::SchedulerConfig::recurring_reserve`].
     pub recurring_reserve: usize,
-    /// The most short runs claimed beyond the slots while a backlog drains (default 32; 0:
+    /// The most short runs claimed beyond the slots while a backlog drains (default 64; 0:
     /// never more than the slots). See [`crate::scheduler::SchedulerConfig::claim_ahead`].
     pub claim_ahead: usize,
     /// The zone of job schedules that name none.
@@ -629,7 +629,7 @@ impl Config {
                     "TAKT_CLAIM_AHEAD",
                     format!(
                         "\"{v}\" is not a whole number; set it to the most short runs claimed \
-                         ahead of a slot during a backlog, e.g. 32 (0: none)"
+                         ahead of a slot during a backlog, e.g. 64 (0: none)"
                     ),
                 )
             })?,
@@ -642,7 +642,7 @@ impl Config {
                 "claim_ahead",
                 format!(
                     "{claim_ahead} is more than {MAX_CLAIM_AHEAD} runs; runs claimed ahead wait \
-                     for a slot, so a few batches' worth is enough (default 32, 0: none)"
+                     for a slot, so a few batches' worth is enough (default 64, 0: none)"
                 ),
             ));
         }
@@ -1296,7 +1296,7 @@ mod tests {
 
     #[test]
     fn claim_ahead_is_read_checked_and_overridden() {
-        assert_eq!(parse("").unwrap().claim_ahead, 32, "the default");
+        assert_eq!(parse("").unwrap().claim_ahead, 64, "the default");
         assert_eq!(parse("claim_ahead = 0").unwrap().claim_ahead, 0);
         assert_eq!(parse("claim_ahead = 100").unwrap().claim_ahead, 100);
         let e = parse("claim_ahead = 5000").unwrap_err();

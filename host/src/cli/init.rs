@@ -173,7 +173,7 @@ capacity = 8
 # While more is due than the capacity, short runs (each shorter than a claim takes) are
 # claimed this many beyond the slots and wait here for one, so a backlog is claimed in fewer,
 # larger transactions. Long runs are never claimed ahead. 0: never more than the capacity.
-# claim_ahead = 32
+# claim_ahead = 64
 
 # The time zone of job schedules that name none (an IANA name such as "Asia/Shanghai").
 timezone = "UTC"

@@ -158,7 +158,7 @@ pub struct SchedulerConfig {
     /// The most runs one claim takes (0 is read as 1).
     pub claim_batch: usize,
     /// The most runs claimed beyond the slots while a backlog of short runs drains (default
-    /// 32; 0: never more than the slots). Such a run waits in the executor's queue for a
+    /// 64, [`DEFAULT_CLAIM_AHEAD`]; 0: never more than the slots). Such a run waits in the executor's queue for a
     /// slot, and its timeout starts when its plugin is called, not at its claim.
     ///
     /// Why: a drain's passes cost the same whatever they claim (`job_due` and a claim
@@ -192,8 +192,11 @@ pub struct SchedulerConfig {
     pub plugin_watch: Option<Duration>,
 }
 
-/// The default [`SchedulerConfig::claim_ahead`]: a default claim batch's worth.
-pub const DEFAULT_CLAIM_AHEAD: usize = 32;
+/// The default [`SchedulerConfig::claim_ahead`]: two default claim batches, so that a pass
+/// starts while the runs of the last claim still wait for their slots and its claim overlaps
+/// them (B5 on PostgreSQL, capacity 10: 4 400–5 500 runs/s with 32, 6 400–7 000 with 64, no
+/// more with 128).
+pub const DEFAULT_CLAIM_AHEAD: usize = 64;
 
 /// The shortest accepted [`SchedulerConfig::plugin_watch`].
 pub const MIN_PLUGIN_WATCH: Duration = Duration::from_millis(100);
@@ -204,7 +207,7 @@ pub const MAX_LOOKAHEAD: Duration = Duration::from_millis(500);
 impl SchedulerConfig {
     /// Defaults for `node`: capacity 8 and 1 slot reserved for recurring fires, 60 s lease
     /// renewed every 30 s (seed 000 §7; clamped to just under half the lease), 1 s safety
-    /// poll, batches of 32, up to 32 short runs claimed ahead of a slot during a backlog,
+    /// poll, batches of 32, up to 64 short runs claimed ahead of a slot during a backlog,
     /// fires claimed 25 ms ahead.
     pub fn new(node: NodeId) -> SchedulerConfig {
         SchedulerConfig {
