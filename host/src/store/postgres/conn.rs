@@ -498,6 +498,30 @@ async fn claim_lock(c: &impl GenericClient, shown: &str, token: i64) -> Res<()> 
     Ok(())
 }
 
+/// The pause of group or node `name`, if any. Read by every claim: prepared once per
+/// connection.
+async fn pause_read(
+    c: &impl GenericClient,
+    shown: &str,
+    kind: PauseKind,
+    name: &str,
+) -> Res<Option<Pause>> {
+    let stmt = c
+        .prepare_cached(&PAUSE_GET)
+        .await
+        .map_err(|e| pg(shown, "reading a pause", e))?;
+    let rows = c
+        .query(&stmt, &[&kind.name(), &name])
+        .await
+        .map_err(|e| pg(shown, "reading a pause", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| pause_of(r, shown))
+        .next()
+        .transpose()?
+        .map(|(_, _, p)| p))
+}
+
 async fn due_fires(
     c: &impl GenericClient,
     shown: &str,
@@ -1573,6 +1597,51 @@ impl Conn for PgConn<'_> {
         on!(self, |c| claim_lock(c, s, token).await)
     }
 
+    async fn claim_start(&mut self, node: &str, token: i64) -> Res<bool> {
+        let s = self.shown;
+        // Both sent before either answer is read (tokio-postgres pipelines futures polled
+        // together on one connection): one round trip instead of two. The server still runs
+        // them one after the other, in the order sent.
+        on!(self, |c| {
+            let (pause, ()) = tokio::try_join!(
+                pause_read(c, s, PauseKind::Node, node),
+                claim_lock(c, s, token)
+            )?;
+            Ok(pause.is_some())
+        })
+    }
+
+    async fn claim_write(
+        &mut self,
+        moves: &[NextFireMove],
+        runs: &[Run],
+        token: i64,
+    ) -> Res<(usize, Vec<Run>)> {
+        let s = self.shown;
+        // Pipelined as in `claim_start`: the next fires' moves, then the run inserts.
+        on!(self, |c| tokio::try_join!(
+            advance(c, s, moves),
+            insert(c, s, runs, token)
+        ))
+    }
+
+    async fn claim_due(
+        &mut self,
+        now: Timestamp,
+        fire_limit: usize,
+        exclude: &[JobId],
+        pending_limit: usize,
+        tags: &[String],
+    ) -> Res<(Vec<JobDef>, Vec<PendingDue>)> {
+        let s = self.shown;
+        // Pipelined as in `claim_start`: the fires' read, then the pending runs', in one
+        // round trip.
+        on!(self, |c| tokio::try_join!(
+            due_fires(c, s, now, fire_limit, exclude, tags, DueSet::All),
+            due_pending(c, s, now, pending_limit, tags)
+        ))
+    }
+
     async fn claim_fires(
         &mut self,
         now: Timestamp,
@@ -1834,23 +1903,7 @@ impl Conn for PgConn<'_> {
 
     async fn pause_get(&mut self, kind: PauseKind, name: &str) -> Res<Option<Pause>> {
         let s = self.shown;
-        on!(self, |c| {
-            // Read by every claim: prepared once per connection.
-            let stmt = c
-                .prepare_cached(&PAUSE_GET)
-                .await
-                .map_err(|e| pg(s, "reading a pause", e))?;
-            let rows = c
-                .query(&stmt, &[&kind.name(), &name])
-                .await
-                .map_err(|e| pg(s, "reading a pause", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| pause_of(r, s))
-                .next()
-                .transpose()?
-                .map(|(_, _, p)| p))
-        })
+        on!(self, |c| pause_read(c, s, kind, name).await)
     }
 
     async fn pause_insert(&mut self, kind: PauseKind, name: &str, pause: &Pause) -> Res<bool> {

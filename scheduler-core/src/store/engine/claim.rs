@@ -34,7 +34,6 @@ use super::{
 use super::{Session, depend, retrying};
 use crate::attempt::Attempt;
 use crate::job::{JobDef, JobId};
-use crate::pause::PauseKind;
 use crate::run::{Run, RunId, RunState, Trigger};
 use crate::store::backend::{
     add, advance, job_missing, outside_validity, run_changed, run_missing, trigger_of,
@@ -171,10 +170,9 @@ async fn claim_once<D: Dialect>(
     let mut s = d.session(what).await?;
     let mut tx = s.begin(what).await?;
     // A paused node claims nothing (its pause is in the database: any command may set it).
-    if tx.pause_get(PauseKind::Node, &p.node.0).await?.is_some() {
+    if tx.claim_start(&p.node.0, token).await? {
         return Ok(Vec::new());
     }
-    tx.claim_begun(token).await?;
     let mut claimed = Vec::new();
     let mut handled: Vec<JobId> = Vec::new();
     // Pending runs this claim looked at and left (a group at its limit, a queued run whose
@@ -189,11 +187,8 @@ async fn claim_once<D: Dialect>(
     while claimed.len() < p.limit {
         let need = p.limit - claimed.len();
         let others_room = others_limit.saturating_sub(others);
-        let fires = tx
-            .claim_fires(p.now, need, &handled, &p.tags, DueSet::All)
-            .await?;
         let want = need.saturating_add(passed.len());
-        let pending = tx.claim_pending(p.now, want, &p.tags).await?;
+        let (fires, pending) = tx.claim_due(p.now, need, &handled, want, &p.tags).await?;
         let more_pending = pending.len() >= want;
         let pending: Vec<PendingDue> = pending
             .into_iter()
@@ -290,13 +285,14 @@ async fn claim_once<D: Dialect>(
                 }
             }
         }
-        if !moves.is_empty() && tx.advance_next_fires(&moves).await? != moves.len() {
+        let (moved, inserted) = tx.claim_write(&moves, &runs, token).await?;
+        if moved != moves.len() {
+            // Whatever was inserted goes with the transaction, never committed.
             return Err(StoreError::conflict(
                 "a job's next fire moved while claiming it; claim again",
             )
             .into());
         }
-        let inserted = tx.insert_runs(&runs, token).await?;
         let begun: Vec<Attempt> = inserted
             .iter()
             .filter(|r| r.state == RunState::Running)

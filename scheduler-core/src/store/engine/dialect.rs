@@ -311,6 +311,64 @@ pub trait Conn: Send {
         async { Ok(()) }
     }
 
+    /// Opens a claim: whether node `node` is paused (then the claim takes nothing), and
+    /// [`Conn::claim_begun`] with the claim's token. Two statements whose answers nothing
+    /// between them waits for, so a dialect that can send them together (PostgreSQL
+    /// pipelines them: one round trip) overrides this; the lock may be taken for a paused
+    /// node, which costs nothing (it ends with the transaction).
+    fn claim_start(&mut self, node: &str, token: i64) -> impl Future<Output = Res<bool>> + Send {
+        async move {
+            if self.pause_get(PauseKind::Node, node).await?.is_some() {
+                return Ok(true);
+            }
+            self.claim_begun(token).await?;
+            Ok(false)
+        }
+    }
+
+    /// *Locked*: a claim round's two reads, [`Conn::claim_fires`] (`fire_limit`, all due
+    /// jobs) and [`Conn::claim_pending`] (`pending_limit`). Neither depends on the other's
+    /// answer, so a dialect that can send both at once (PostgreSQL pipelines them) overrides
+    /// this; a dialect must then still run them in this order, fires first.
+    fn claim_due(
+        &mut self,
+        now: Timestamp,
+        fire_limit: usize,
+        exclude: &[JobId],
+        pending_limit: usize,
+        tags: &[String],
+    ) -> impl Future<Output = Res<(Vec<JobDef>, Vec<PendingDue>)>> + Send {
+        async move {
+            let fires = self
+                .claim_fires(now, fire_limit, exclude, tags, DueSet::All)
+                .await?;
+            let pending = self.claim_pending(now, pending_limit, tags).await?;
+            Ok((fires, pending))
+        }
+    }
+
+    /// A claim round's writes: [`Conn::advance_next_fires`] (none when `moves` is empty),
+    /// then [`Conn::insert_runs`]; how many next fires moved and the runs inserted. The
+    /// caller checks the count after both and rolls the whole claim back on a mismatch, so
+    /// a dialect may send the two at once (PostgreSQL pipelines them) as long as the
+    /// server runs them in this order.
+    fn claim_write(
+        &mut self,
+        moves: &[NextFireMove],
+        runs: &[Run],
+        token: i64,
+    ) -> impl Future<Output = Res<(usize, Vec<Run>)>> + Send {
+        async move {
+            let moved = if moves.is_empty() {
+                0
+            } else {
+                self.advance_next_fires(moves).await?
+            };
+            let inserted = self.insert_runs(runs, token).await?;
+            Ok((moved, inserted))
+        }
+    }
+
     /// *Locked*: up to `limit` due jobs as [`Conn::jobs_due`] orders them, leaving out
     /// `exclude` (jobs this claim already handled), of the jobs `set` names, as whole
     /// definitions.
