@@ -6,8 +6,9 @@
 //! if missing and dropped at the end):
 //!
 //! * takt: `HostBuilder` on a `PgStore` (own schema `bench_b5_takt`, recreated per round),
-//!   capacity 10 (the default claim batch 32, so a claim takes at most the 10 free slots), and
-//!   capacity 64 with claim batch 64;
+//!   capacity 10 with the default claim batch (`DEFAULT_CLAIM_BATCH`, 64 since 2026-12-06,
+//!   32 before: a claim takes the free slots and, during the drain, the runs claimed ahead),
+//!   and capacity 64 with claim batch 64;
 //! * apalis-postgres 1.0 (a child process, `apalis-peer/` bin `b5-apalis`): one worker with
 //!   concurrency 10 and fetch batch 10 (apalis' default batch), and 64 / 64;
 //! * graphile-worker 0.16.6 from npm (a Node.js child process, `graphile-peer/b5.mjs`; 0.16 is
@@ -48,7 +49,7 @@ use takt_core::run::NodeId;
 use takt_core::schedule::{Rule, Schedule, Zone};
 use takt_core::store::Store;
 use takt_host::embed::HostBuilder;
-use takt_host::scheduler::SchedulerConfig;
+use takt_host::scheduler::{DEFAULT_CLAIM_BATCH, SchedulerConfig};
 use takt_host::store::{PgOptions, PgStore};
 use takt_plugin_api::abi::PluginRef;
 use takt_plugin_api::sdk::{JobContext, Plugin};
@@ -538,7 +539,10 @@ async fn main() {
         if extra_pool > 0 {
             pools.push(extra_pool);
         }
-        for (capacity, batch, pool) in pools.iter().flat_map(|&p| [(10, 32, p), (64, 64, p)]) {
+        for (capacity, batch, pool) in pools
+            .iter()
+            .flat_map(|&p| [(10, DEFAULT_CLAIM_BATCH, p), (64, 64, p)])
+        {
             let s = bench.takt(capacity, batch, pool, false).await;
             eprintln!(
                 "probe round, capacity {capacity}, pool {pool}: {}",
@@ -561,7 +565,7 @@ async fn main() {
     let mut contenders = vec![
         Contender::Takt {
             capacity: 10,
-            batch: 32,
+            batch: DEFAULT_CLAIM_BATCH,
             pool: 8,
         },
         Contender::Takt {
@@ -573,7 +577,7 @@ async fn main() {
     if extra_pool > 0 {
         contenders.push(Contender::Takt {
             capacity: 10,
-            batch: 32,
+            batch: DEFAULT_CLAIM_BATCH,
             pool: extra_pool,
         });
         contenders.push(Contender::Takt {
