@@ -612,7 +612,15 @@ async fn advance(c: &impl GenericClient, shown: &str, moves: &[NextFireMove]) ->
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-async fn insert(c: &impl GenericClient, shown: &str, runs: &[Run], token: i64) -> Res<Vec<Run>> {
+/// Inserts `runs`, a running one carrying the claim's `token`; with `begin_attempts`, the
+/// running ones' attempts too, in the same statement (`RunBatch::insert`).
+async fn insert(
+    c: &impl GenericClient,
+    shown: &str,
+    runs: &[Run],
+    token: i64,
+    begin_attempts: bool,
+) -> Res<Vec<Run>> {
     let mut batch = RunBatch::default();
     for run in runs {
         let t = if run.state == RunState::Running {
@@ -622,7 +630,7 @@ async fn insert(c: &impl GenericClient, shown: &str, runs: &[Run], token: i64) -
         };
         batch.push(run, t)?;
     }
-    batch.insert(c, shown).await
+    batch.insert(c, shown, begin_attempts).await
 }
 
 async fn queued_may_start(c: &impl GenericClient, shown: &str, job: JobId) -> Res<bool> {
@@ -1618,10 +1626,11 @@ impl Conn for PgConn<'_> {
         token: i64,
     ) -> Res<(usize, Vec<Run>)> {
         let s = self.shown;
-        // Pipelined as in `claim_start`: the next fires' moves, then the run inserts.
+        // Pipelined as in `claim_start`: the next fires' moves, then the run inserts with
+        // their attempts (one statement).
         on!(self, |c| tokio::try_join!(
             advance(c, s, moves),
-            insert(c, s, runs, token)
+            insert(c, s, runs, token, true)
         ))
     }
 
@@ -1672,7 +1681,7 @@ impl Conn for PgConn<'_> {
 
     async fn insert_runs(&mut self, runs: &[Run], token: i64) -> Res<Vec<Run>> {
         let s = self.shown;
-        on!(self, |c| insert(c, s, runs, token).await)
+        on!(self, |c| insert(c, s, runs, token, false).await)
     }
 
     async fn queued_may_start(&mut self, job: JobId) -> Res<bool> {

@@ -276,15 +276,32 @@ impl RunBatch {
 
     /// Inserts the batch; returns the runs inserted (a taken (job, fire time) key inserts
     /// nothing for that run).
+    /// Inserts the batch (a taken (job, fire time) key is left out); the rows inserted. With
+    /// `begin_attempts`, the same statement also begins the attempt of every inserted run
+    /// that is running, as [`Conn::attempts_begin`](takt_core::store::engine::Conn::attempts_begin)
+    /// would: a claim round's writes then take one round trip less. (The attempts' foreign
+    /// key sees the runs: it is checked at the end of the whole statement.)
     pub(super) async fn insert(
         &self,
         c: &impl GenericClient,
         shown: &str,
+        begin_attempts: bool,
     ) -> Result<Vec<Run>, Fail> {
         if self.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = format!("{INSERT_RUNS} RETURNING {RUN_COLUMNS}");
+        let sql = if begin_attempts {
+            format!(
+                "WITH inserted AS ({INSERT_RUNS} RETURNING {RUN_COLUMNS}), begun AS (\
+                 INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
+                 SELECT id, attempt, node_id, node_instance, started_at FROM inserted \
+                 WHERE state = 'running' AND node_id IS NOT NULL AND started_at IS NOT NULL \
+                 ON CONFLICT (run_id, attempt) DO NOTHING) \
+                 SELECT {RUN_COLUMNS} FROM inserted"
+            )
+        } else {
+            format!("{INSERT_RUNS} RETURNING {RUN_COLUMNS}")
+        };
         let stmt = c
             .prepare_cached(&sql)
             .await

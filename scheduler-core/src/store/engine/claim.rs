@@ -293,14 +293,6 @@ async fn claim_once<D: Dialect>(
             )
             .into());
         }
-        let begun: Vec<Attempt> = inserted
-            .iter()
-            .filter(|r| r.state == RunState::Running)
-            .filter_map(attempt_of)
-            .collect();
-        if !begun.is_empty() {
-            tx.attempts_begin(&begun).await?;
-        }
         let mut round: Vec<(Key, ClaimedRun)> = Vec::new();
         for (key, job) in fired {
             let id = job.id;

@@ -348,10 +348,11 @@ pub trait Conn: Send {
     }
 
     /// A claim round's writes: [`Conn::advance_next_fires`] (none when `moves` is empty),
-    /// then [`Conn::insert_runs`]; how many next fires moved and the runs inserted. The
-    /// caller checks the count after both and rolls the whole claim back on a mismatch, so
-    /// a dialect may send the two at once (PostgreSQL pipelines them) as long as the
-    /// server runs them in this order.
+    /// then [`Conn::insert_runs`], then [`Conn::attempts_begin`] of every inserted run that
+    /// is running; how many next fires moved and the runs inserted. The caller checks the
+    /// count after all three and rolls the whole claim back on a mismatch, so a dialect may
+    /// send them at once (PostgreSQL pipelines the move with one statement that inserts the
+    /// runs and their attempts) as long as the server runs them in this order.
     fn claim_write(
         &mut self,
         moves: &[NextFireMove],
@@ -365,6 +366,14 @@ pub trait Conn: Send {
                 self.advance_next_fires(moves).await?
             };
             let inserted = self.insert_runs(runs, token).await?;
+            let begun: Vec<Attempt> = inserted
+                .iter()
+                .filter(|r| r.state == RunState::Running)
+                .filter_map(super::claim::attempt_of)
+                .collect();
+            if !begun.is_empty() {
+                self.attempts_begin(&begun).await?;
+            }
             Ok((moved, inserted))
         }
     }
