@@ -1595,6 +1595,26 @@ impl Conn for PgConn<'_> {
         on!(self, |c| due_jobs(c, s, now, limit, tags, set).await)
     }
 
+    async fn jobs_due_prepare(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> Res<(Vec<DueJob>, Vec<DueJob>)> {
+        let s = self.shown;
+        // Pipelined as in `claim_start`; the recurring read is dropped unless the first is
+        // full (the contract), which costs the server one indexed read and no round trip.
+        let (due, recurring) = on!(self, |c| tokio::try_join!(
+            due_jobs(c, s, now, limit, tags, DueSet::All),
+            due_jobs(c, s, now, limit, tags, DueSet::Recurring)
+        ))?;
+        if due.len() >= limit && limit > 0 {
+            Ok((due, recurring))
+        } else {
+            Ok((due, Vec::new()))
+        }
+    }
+
     async fn next_due(&mut self, tags: &[String], set: DueSet) -> Res<Option<Timestamp>> {
         let s = self.shown;
         on!(self, |c| next_due_at(c, s, tags, set).await)

@@ -294,6 +294,30 @@ pub trait Conn: Send {
         set: DueSet,
     ) -> impl Future<Output = Res<Vec<DueJob>>> + Send;
 
+    /// The preparation's read ([`crate::store::Store::job_due`]): [`Conn::jobs_due`] of
+    /// [`DueSet::All`], and, only when that fills `limit`, of [`DueSet::Recurring`] too (a
+    /// backlog of one-off fires would hide every recurring one behind it); the second is
+    /// empty otherwise. The second read does not depend on the first's rows, so a dialect
+    /// that can send both before reading either answer (PostgreSQL pipelines them) may send
+    /// both every time and drop the second when the first is not full: a pass during a
+    /// backlog then waits for one round trip instead of two.
+    fn jobs_due_prepare(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        tags: &[String],
+    ) -> impl Future<Output = Res<(Vec<DueJob>, Vec<DueJob>)>> + Send {
+        async move {
+            let due = self.jobs_due(now, limit, tags, DueSet::All).await?;
+            let recurring = if due.len() >= limit && limit > 0 {
+                self.jobs_due(now, limit, tags, DueSet::Recurring).await?
+            } else {
+                Vec::new()
+            };
+            Ok((due, recurring))
+        }
+    }
+
     /// The earliest instant something served by `tags` becomes claimable, of what `set`
     /// names (see [`crate::store::Store::next_due`]).
     fn next_due(

@@ -648,13 +648,10 @@ async fn due_jobs<C: Conn>(
     limit: usize,
     tags: &[String],
 ) -> Res<Vec<DueJob>> {
-    let mut due = c.jobs_due(now, limit, tags, DueSet::All).await?;
-    if due.len() >= limit && limit > 0 {
-        let more = c.jobs_due(now, limit, tags, DueSet::Recurring).await?;
-        for job in more {
-            if !due.iter().any(|d| d.id == job.id) {
-                due.push(job);
-            }
+    let (mut due, recurring) = c.jobs_due_prepare(now, limit, tags).await?;
+    for job in recurring {
+        if !due.iter().any(|d| d.id == job.id) {
+            due.push(job);
         }
     }
     Ok(due)
