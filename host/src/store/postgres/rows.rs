@@ -243,6 +243,22 @@ const INSERT_RUNS: &str = "INSERT INTO runs (job_id, fire_time, state, attempt, 
      $16::text[], $17::timestamptz[], $18::text[], $19::text[], $20::bigint[], $21::bigint[]) \
      ON CONFLICT (job_id, fire_time) DO NOTHING";
 
+/// [`RunBatch::insert`]'s two statements, without and with the attempts begun (built once:
+/// a claim round sends one).
+static INSERT_RUNS_RETURNING: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [
+        format!("{INSERT_RUNS} RETURNING {RUN_COLUMNS}"),
+        format!(
+            "WITH inserted AS ({INSERT_RUNS} RETURNING {RUN_COLUMNS}), begun AS (\
+             INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
+             SELECT id, attempt, node_id, node_instance, started_at FROM inserted \
+             WHERE state = 'running' AND node_id IS NOT NULL AND started_at IS NOT NULL \
+             ON CONFLICT (run_id, attempt) DO NOTHING) \
+             SELECT {RUN_COLUMNS} FROM inserted"
+        ),
+    ]
+});
+
 impl RunBatch {
     pub(super) fn push(&mut self, run: &Run, token: i64) -> StoreResult<()> {
         let r = RunRow::of(run)?;
@@ -274,8 +290,6 @@ impl RunBatch {
         self.job_id.is_empty()
     }
 
-    /// Inserts the batch; returns the runs inserted (a taken (job, fire time) key inserts
-    /// nothing for that run).
     /// Inserts the batch (a taken (job, fire time) key is left out); the rows inserted. With
     /// `begin_attempts`, the same statement also begins the attempt of every inserted run
     /// that is running, as [`Conn::attempts_begin`](takt_core::store::engine::Conn::attempts_begin)
@@ -290,20 +304,8 @@ impl RunBatch {
         if self.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = if begin_attempts {
-            format!(
-                "WITH inserted AS ({INSERT_RUNS} RETURNING {RUN_COLUMNS}), begun AS (\
-                 INSERT INTO run_attempts (run_id, attempt, node_id, node_instance, started_at) \
-                 SELECT id, attempt, node_id, node_instance, started_at FROM inserted \
-                 WHERE state = 'running' AND node_id IS NOT NULL AND started_at IS NOT NULL \
-                 ON CONFLICT (run_id, attempt) DO NOTHING) \
-                 SELECT {RUN_COLUMNS} FROM inserted"
-            )
-        } else {
-            format!("{INSERT_RUNS} RETURNING {RUN_COLUMNS}")
-        };
         let stmt = c
-            .prepare_cached(&sql)
+            .prepare_cached(&INSERT_RUNS_RETURNING[usize::from(begin_attempts)])
             .await
             .map_err(|e| pg(shown, "inserting runs", e))?;
         let rows = c
