@@ -488,9 +488,16 @@ fn due_jobs(
 }
 
 /// The finish `write` of attempt `attempt` of run `id`, in one conditional statement, and the
-/// end of that attempt's row, under one savepoint: the stored run, or `None` when the run is
-/// not running that attempt (nothing written). Shared by the primitive and the finishing
-/// thread's batches.
+/// end of that attempt's row, both or neither: the stored run, or `None` when the run is not
+/// running that attempt (nothing written). Shared by the primitive and the finishing thread's
+/// batches.
+///
+/// Outside a transaction the two statements run under a savepoint, which is then a
+/// transaction of their own. Inside one (a batch of the finishing thread, an engine
+/// transaction) they run bare: every caller there answers an error by rolling the whole
+/// transaction back (the batch retries each finish alone), so a savepoint would add nothing
+/// but its statement journal — SQLite copies each page the savepoint changes into a temporary
+/// file first, some 26 pages per finish in B3, a file opened and written for every batch.
 pub(super) fn finish_row(
     conn: &Connection,
     path: &str,
@@ -511,10 +518,13 @@ pub(super) fn finish_row(
         .elapsed
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let plugin = write.plugin.as_ref();
-    // The run and its attempt together: a savepoint (a transaction of its own outside one,
-    // nested in the finishing thread's batch).
-    conn.execute_batch("SAVEPOINT finish")
-        .map_err(|e| sql_error(path, "finishing a run", e))?;
+    // The run and its attempt together: inside a transaction, the caller's rollback on an
+    // error; outside one, a savepoint (a transaction of its own).
+    let own = conn.is_autocommit();
+    if own {
+        conn.execute_batch("SAVEPOINT finish")
+            .map_err(|e| sql_error(path, "finishing a run", e))?;
+    }
     let written = (|| {
         let row = conn
             .prepare_cached(&FINISH)
@@ -545,12 +555,16 @@ pub(super) fn finish_row(
     })();
     match written {
         Ok(row) => {
-            conn.execute_batch("RELEASE finish")
-                .map_err(|e| sql_error(path, "finishing a run", e))?;
+            if own {
+                conn.execute_batch("RELEASE finish")
+                    .map_err(|e| sql_error(path, "finishing a run", e))?;
+            }
             row.map(|r| r.into_run(path)).transpose()
         }
         Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK TO finish; RELEASE finish");
+            if own {
+                let _ = conn.execute_batch("ROLLBACK TO finish; RELEASE finish");
+            }
             Err(sql_error(path, "finishing a run", e))
         }
     }
