@@ -2,7 +2,9 @@
 //! checkpoints out of the commits, and the mapping of driver errors to store errors.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use takt_core::store::StoreError;
@@ -52,7 +54,7 @@ const WAL_LIMIT_PAGES: i32 = 8 * CHECKPOINT_PAGES;
 /// happened to checkpoint; the fire's start waited for it). Here `conn` keeps no automatic
 /// checkpoint; its commits only signal the thread, once per 1 000 pages the WAL grew, and
 /// the thread runs a PASSIVE checkpoint on a second connection, which waits for nobody and
-/// holds up no writer.
+/// holds up no writer (and one more when the writes pause: [`checkpoint_loop`]).
 ///
 /// A checkpoint beside the writer copies the frames written before it began, and SQLite
 /// starts the WAL over only after a checkpoint that copied every frame. Under writes that
@@ -82,9 +84,11 @@ pub(super) fn checkpoint_in_background(
     };
     let (tx, rx) = mpsc::sync_channel::<()>(1);
     let thread_path = shown.to_string();
+    let commits = Arc::new(AtomicU64::new(0));
+    let counted = commits.clone();
     let started = std::thread::Builder::new()
         .name("takt-sqlite-checkpoint".into())
-        .spawn(move || checkpoint_loop(&checkpointer, &rx, &thread_path));
+        .spawn(move || checkpoint_loop(&checkpointer, &rx, &counted, &thread_path));
     let thread = match started {
         Ok(thread) => thread,
         Err(e) => {
@@ -101,6 +105,7 @@ pub(super) fn checkpoint_in_background(
     let mut asked = 0;
     let hook_path = shown.to_string();
     let hooked = conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+        commits.fetch_add(1, Ordering::Relaxed);
         if pages < asked {
             asked = 0;
         }
@@ -129,11 +134,43 @@ pub(super) fn checkpoint_in_background(
     Some(thread)
 }
 
+/// How long the writes must have paused before the checkpointing thread finishes what its
+/// last checkpoint left (see [`checkpoint_loop`]).
+const QUIET: Duration = Duration::from_millis(10);
+
 /// The checkpointing thread: a PASSIVE checkpoint each time a commit asks for one; ends when
 /// the store's connection (and with it the hook holding the sender) is closed.
-fn checkpoint_loop(conn: &Connection, asks: &mpsc::Receiver<()>, path: &str) {
+///
+/// Each asked checkpoint is followed by one more once no commit (`commits`, counted by the
+/// hook) has come for [`QUIET`]: the asked one copied the frames written before it began,
+/// the writes went on, and SQLite starts the WAL over only at a write after a checkpoint
+/// that copied every frame. A host writes in bursts (a second's fires and their ends), so
+/// its WAL starts over between them and stays near the threshold, not near the limit.
+fn checkpoint_loop(conn: &Connection, asks: &mpsc::Receiver<()>, commits: &AtomicU64, path: &str) {
     let mut failing = false;
-    while asks.recv().is_ok() {
+    // The commit count when the last asked checkpoint began, while one more is to follow.
+    let mut follow: Option<u64> = None;
+    loop {
+        let asked = match follow {
+            None => match asks.recv() {
+                Ok(()) => true,
+                Err(_) => return,
+            },
+            Some(seen) => match asks.recv_timeout(QUIET) {
+                Ok(()) => true,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = commits.load(Ordering::Relaxed);
+                    if now != seen {
+                        // Still writing: wait for a pause.
+                        follow = Some(now);
+                        continue;
+                    }
+                    false
+                }
+            },
+        };
+        let before = commits.load(Ordering::Relaxed);
         match conn.wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE) {
             Ok(_) => failing = false,
             // Another connection (another process, the writer at the limit) is
@@ -146,6 +183,7 @@ fn checkpoint_loop(conn: &Connection, asks: &mpsc::Receiver<()>, path: &str) {
                 }
             }
         }
+        follow = asked.then_some(before);
     }
 }
 
@@ -200,7 +238,7 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Conne
             Err(rusqlite::Error::SqliteFailure(f, _))
                 if f.code == ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
             {
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => return Err(sql_error(&shown, "switching to WAL", e)),
         }
