@@ -21,6 +21,7 @@ use takt_core::pause::{Hold, Pause, PauseKind};
 use takt_core::run::{NodeId, Progress, Run, RunId, RunState};
 use takt_core::store::engine::{
     Conn, DueSet, Fail, FinishWrite, NextFireMove, PendingDue, Res, Retry, Session,
+    recurring_page_needed,
 };
 use takt_core::store::{
     CancelRequest, DueJob, JobQuery, LogLevel, LogLine, PurgeCounts, RunFilter, StoreError,
@@ -1608,7 +1609,7 @@ impl Conn for PgConn<'_> {
             due_jobs(c, s, now, limit, tags, DueSet::All),
             due_jobs(c, s, now, limit, tags, DueSet::Recurring)
         ))?;
-        if due.len() >= limit && limit > 0 {
+        if recurring_page_needed(&due, limit) {
             Ok((due, recurring))
         } else {
             Ok((due, Vec::new()))

@@ -309,7 +309,7 @@ pub trait Conn: Send {
     ) -> impl Future<Output = Res<(Vec<DueJob>, Vec<DueJob>)>> + Send {
         async move {
             let due = self.jobs_due(now, limit, tags, DueSet::All).await?;
-            let recurring = if due.len() >= limit && limit > 0 {
+            let recurring = if recurring_page_needed(&due, limit) {
                 self.jobs_due(now, limit, tags, DueSet::Recurring).await?
             } else {
                 Vec::new()
@@ -808,4 +808,11 @@ pub trait Conn: Send {
     fn notify_due_sooner(&mut self) -> impl Future<Output = Res<()>> + Send {
         async { Ok(()) }
     }
+}
+
+/// Whether [`Conn::jobs_due_prepare`]'s recurring read belongs in its answer: only when the
+/// first page filled `limit` (more may be due than it shows, and recurring fires may hide
+/// behind it). One rule for the default and for a dialect that sends both reads at once.
+pub fn recurring_page_needed(due: &[DueJob], limit: usize) -> bool {
+    limit > 0 && due.len() >= limit
 }

@@ -32,7 +32,10 @@ mod pause;
 mod slot;
 
 pub use continuation::{continue_after, continue_after_job};
-pub use dialect::{Conn, Dialect, DueSet, FinishWrite, NextFireMove, PendingDue, Res, Session};
+pub use dialect::{
+    Conn, Dialect, DueSet, FinishWrite, NextFireMove, PendingDue, Res, Session,
+    recurring_page_needed,
+};
 pub use fail::{Fail, RETRY_PAUSES_MS, Retry, retrying, retrying_resolving};
 pub use finish::{FinishQueue, FinishStats, MAX_FINISH_BATCH, finish_alone};
 pub use slot::{Checkout, Slot};
