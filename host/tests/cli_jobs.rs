@@ -495,6 +495,7 @@ fn seed_run(d: &TempDir, name: &str, fail: bool) -> i64 {
         .checked_add(Duration::from_secs(1))
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
+        claimed_at: None,
         node: NodeId("node-t".into()),
         instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),
@@ -794,6 +795,7 @@ fn logs_follow_waits_for_the_run_to_end() {
         .checked_add(Duration::from_secs(1))
         .unwrap();
     let claimed = block_on(store.run_claim_due(&ClaimParams {
+        claimed_at: None,
         node: NodeId("node-f".into()),
         instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),

@@ -123,6 +123,7 @@ fn register(s: &SqliteStore, node: &str, life: &str, now: Timestamp) -> Instance
 fn claim_and_succeed(s: &SqliteStore, node: &str, life: &InstanceId, now: Timestamp) -> Vec<Run> {
     block_on(s.lease_renew(&NodeId(node.into()), life, now, now)).expect("heartbeat");
     let claimed = block_on(s.run_claim_due(&ClaimParams {
+        claimed_at: None,
         node: NodeId(node.into()),
         instance: life.clone(),
         tags: Vec::new(),
@@ -210,6 +211,7 @@ fn why_names_a_group_hold_and_resume_releases_it() {
     let life = register(&s, "node-a", "a-1", start);
     block_on(s.lease_renew(&NodeId("node-a".into()), &life, start, start)).expect("heartbeat");
     let claimed = block_on(s.run_claim_due(&ClaimParams {
+        claimed_at: None,
         node: NodeId("node-a".into()),
         instance: life.clone(),
         tags: Vec::new(),
@@ -586,6 +588,7 @@ fn a_zombie_attempt_beside_its_retry_is_a_duplicate() {
         let b = register(&s, "node-b", "b-1", t("2026-05-31T23:59:00Z"));
         let claim = |node: &str, life: &InstanceId, now: &str| {
             block_on(s.run_claim_due(&ClaimParams {
+                claimed_at: None,
                 node: NodeId(node.into()),
                 instance: life.clone(),
                 tags: Vec::new(),
@@ -690,6 +693,7 @@ fn a_run_waiting_for_a_dependency_is_shown_and_explained() {
     let life = register(&s, "node-a", "life-1", fire);
     // extract is claimed (and left running); load's fire waits for it.
     block_on(s.run_claim_due(&ClaimParams {
+        claimed_at: None,
         node: NodeId("node-a".into()),
         instance: life,
         tags: Vec::new(),

@@ -254,6 +254,7 @@ fn four_pools_racing_claim_each_fire_once() {
                 loop {
                     let claimed = store
                         .run_claim_due(&ClaimParams {
+                            claimed_at: None,
                             node: NodeId(format!("node-{i}")),
                             instance: InstanceId("test-life".into()),
                             tags: Vec::new(),
@@ -546,6 +547,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
             }
             match flaky
                 .run_claim_due(&ClaimParams {
+                    claimed_at: None,
                     node: NodeId("flaky".into()),
                     instance: InstanceId("test-life".into()),
                     tags: Vec::new(),

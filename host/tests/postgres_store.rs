@@ -126,6 +126,7 @@ fn four_pools_racing_claim_each_fire_once() {
                 loop {
                     let claimed = store
                         .run_claim_due(&ClaimParams {
+                            claimed_at: None,
                             node: NodeId(format!("node-{i}")),
                             instance: takt_core::node::InstanceId("test-life".into()),
                             tags: Vec::new(),
@@ -415,6 +416,7 @@ fn claims_through_a_breaking_connection_lose_and_double_nothing() {
             .await
             .expect("connect through the proxy");
         let params = ClaimParams {
+            claimed_at: None,
             node: NodeId("flaky".into()),
             instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
@@ -538,6 +540,7 @@ fn a_finish_whose_commit_answer_is_lost_continues_once() {
         parent.on_success = vec![takt_core::job::JobName::new("child").expect("name")];
         let parent = direct.job_insert(&parent, t0).await.expect("insert parent");
         let params = ClaimParams {
+            claimed_at: None,
             node: NodeId("flaky".into()),
             instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
@@ -620,6 +623,7 @@ fn a_finish_dropped_while_writing_hands_the_queue_on() {
             store.job_insert(&job, t0).await.expect("insert");
         }
         let params = ClaimParams {
+            claimed_at: None,
             node: NodeId("n".into()),
             instance: takt_core::node::InstanceId("n-life".into()),
             tags: Vec::new(),

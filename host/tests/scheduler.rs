@@ -467,6 +467,7 @@ async fn a_run_left_running_by_this_node_is_failed_and_retried_at_start() {
     let id = store.job_insert(&j, t0()).await.unwrap().id.unwrap();
     let claimed = store
         .run_claim_due(&ClaimParams {
+            claimed_at: None,
             node: node(),
             instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
@@ -922,6 +923,7 @@ async fn another_nodes_expired_run_is_recovered_and_retried_here() {
     // node-b claims the fire (lease 30 s) and then dies.
     store
         .run_claim_due(&ClaimParams {
+            claimed_at: None,
             node: NodeId("node-b".to_string()),
             instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
@@ -1000,6 +1002,7 @@ async fn the_retention_job_is_an_ordinary_run_that_purges_old_history() {
     let old_id = store.job_insert(&old, t0()).await.unwrap().id.unwrap();
     let claimed = store
         .run_claim_due(&ClaimParams {
+            claimed_at: None,
             node: node(),
             instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
@@ -1084,6 +1087,7 @@ async fn a_run_claimed_for_this_node_but_never_started_is_failed_and_retried() {
     let claimed = h
         .store
         .run_claim_due(&ClaimParams {
+            claimed_at: None,
             node: node(),
             instance: h.handle.node().1.clone(),
             tags: Vec::new(),

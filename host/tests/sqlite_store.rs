@@ -819,6 +819,7 @@ fn runs_and_logs_survive_reopening() {
         job.next_fire = Some(t0);
         block_on(store.job_insert(&job, t0)).expect("insert");
         let claimed = block_on(store.run_claim_due(&ClaimParams {
+            claimed_at: None,
             node: NodeId("node-a".into()),
             instance: takt_core::node::InstanceId("test-life".into()),
             tags: Vec::new(),
@@ -929,6 +930,7 @@ fn claims_match_the_memory_store() {
         {
             let got = store
                 .run_claim_due(&ClaimParams {
+                    claimed_at: None,
                     node: NodeId(format!("n{}", step % 2)),
                     instance: takt_core::node::InstanceId("test-life".into()),
                     tags: Vec::new(),
@@ -1120,6 +1122,7 @@ fn concurrent_finishes_are_each_a_compare_and_set() {
         block_on(store.job_insert(&job, t0)).expect("insert");
     }
     let claimed = block_on(store.run_claim_due(&ClaimParams {
+        claimed_at: None,
         node: NodeId("node-a".into()),
         instance: takt_core::node::InstanceId("test-life".into()),
         tags: Vec::new(),

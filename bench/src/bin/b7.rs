@@ -265,6 +265,7 @@ fn takt(dir: &TempDir, n: u64, limit: usize, claim_index: bool) -> Sample {
         let now = Timestamp::now();
         let t = Instant::now();
         let claimed = block_on(store.run_claim_due(&ClaimParams {
+            claimed_at: None,
             node: node.clone(),
             instance: takt_core::node::InstanceId("b7".into()),
             tags: Vec::new(),

@@ -331,6 +331,7 @@ async fn passes<S: Store>(store: &S, due: &[JobId], reps: usize, rep0: usize) ->
         }
         let now = Timestamp::now();
         let params = ClaimParams {
+            claimed_at: None,
             node: node.clone(),
             instance: InstanceId("scale-1".into()),
             tags: vec![],

@@ -319,6 +319,9 @@ impl<S: Store + Clone + 'static> Shell<S> {
                 recurring_only,
             } => {
                 let params = ClaimParams {
+                    // A claim ahead of its horizon: what was due already records its
+                    // real start, not the horizon.
+                    claimed_at: Some(ctx.clock.now().min(horizon)),
                     node: config.node.clone(),
                     instance: config.instance.clone(),
                     tags: config.tags.clone(),

@@ -33,6 +33,7 @@ async fn claimed_parents<S: Store>(
         store.job_insert(&job, t0).await.expect("insert");
     }
     let params = ClaimParams {
+        claimed_at: None,
         node: NodeId("n".into()),
         instance: InstanceId("n-life".into()),
         tags: Vec::new(),

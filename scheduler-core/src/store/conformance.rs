@@ -126,6 +126,7 @@ where
     check!(claim_orders_by_priority_then_due_time);
     check!(recurring_fires_get_half_of_a_full_claim);
     check!(recurring_only_room_is_left_to_recurring_fires);
+    check!(a_claim_ahead_records_each_runs_real_start);
     check!(finish_is_conditional);
     check!(retry_requeues_and_is_claimable_only_when_due);
     check!(lease_expiry_recovery_fails_then_retries_per_policy);
@@ -179,7 +180,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 52;
+pub const CHECKS: usize = 53;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -328,6 +329,7 @@ async fn register<S: Store>(
 
 fn claim(node_name: &str, now: Timestamp, limit: usize) -> ClaimParams {
     ClaimParams {
+        claimed_at: None,
         node: node(node_name),
         instance: life(node_name),
         tags: Vec::new(),
@@ -1796,6 +1798,47 @@ pub async fn claim_orders_by_priority_then_due_time<S: Store>(store: S) {
     assert_eq!(names(rest), ["mid-late", "low"]);
 }
 
+/// `ClaimParams::claimed_at`: a claim made ahead of its `now` (a scheduler claiming an
+/// instant's fires before it) records, for a fire of that instant, the instant as its start;
+/// for a run due already (here a one-off fire late by five seconds), the claim's real
+/// instant — never the instant ahead, which would put its start after its end. Its attempt
+/// says the same.
+pub async fn a_claim_ahead_records_each_runs_real_start<S: Store>(store: S) {
+    let mut late = manual("late").with_schedule(Schedule::new(Rule::Once(at(5)), Zone::utc()));
+    late.next_fire = Some(at(5));
+    insert(&store, late).await;
+    let rule = Rule::Cron(CronExpr::parse("* * * * * *").expect("cron"));
+    let mut ahead = manual("ahead").with_schedule(Schedule::new(rule, Zone::utc()));
+    ahead.next_fire = Some(at(10));
+    insert(&store, ahead).await;
+    let claimed = store
+        .run_claim_due(&ClaimParams {
+            claimed_at: Some(at(9)),
+            ..claim("node-a", at(10), 10)
+        })
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 2, "both are due by the claim's now");
+    for c in claimed {
+        let (want, fire) = match c.job.name.as_str() {
+            "late" => (at(9), at(5)),
+            _ => (at(10), at(10)),
+        };
+        assert_eq!(c.run.fire_time, fire);
+        assert_eq!(c.run.started_at, Some(want), "{} as claimed", c.job.name);
+        let id = c.run.id.expect("an id");
+        let stored = store.run_get(id).await.expect("run_get").expect("the run");
+        assert_eq!(stored.started_at, Some(want), "{} as stored", c.job.name);
+        let attempts = store.run_attempts(id).await.expect("run_attempts");
+        assert_eq!(attempts.len(), 1, "{}", c.job.name);
+        assert_eq!(
+            attempts[0].started_at, want,
+            "{}'s attempt as stored",
+            c.job.name
+        );
+    }
+}
+
 /// The fairness rule: a claim with more due than its room gives at least half the room to
 /// fires of recurring jobs (in claim order among themselves), the rest in claim order; a
 /// backlog of older one-off fires does not hold an every-second cron back. What an edit
@@ -1922,6 +1965,7 @@ pub async fn recurring_only_room_is_left_to_recurring_fires<S: Store>(store: S) 
         .await
         .expect("enqueue");
     let with_reserve = |limit: usize, recurring_only: usize| ClaimParams {
+        claimed_at: None,
         recurring_only,
         ..claim("node-a", at(10), limit)
     };

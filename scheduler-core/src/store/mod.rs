@@ -219,8 +219,17 @@ pub struct ClaimParams {
     /// The node tags it serves: it claims untagged jobs and jobs with one of these tags
     /// ([`serves`]).
     pub tags: Vec<String>,
-    /// The instant that decides what is due.
+    /// The instant that decides what is due, and the claim's instant for everything it
+    /// records unless `claimed_at` says otherwise.
     pub now: Timestamp,
+    /// The real instant of a claim made ahead of `now` (a scheduler claims an instant's
+    /// fires a little before it, `SchedulerConfig::lookahead`): a run it starts records as
+    /// its start (and its attempt's) its own start time — its fire time, or its retry's —
+    /// once that is after this instant, else this instant, never later than `now`. So a
+    /// fire of the instant to come records that instant, and a run due already (a late
+    /// fire, a one-off, a retry) the moment it was actually claimed and began, not the
+    /// instant ahead: its recorded start is never after its end. `None`: `now`, for all.
+    pub claimed_at: Option<Timestamp>,
     /// The most runs to claim (the node's free capacity).
     pub limit: usize,
     /// How many of `limit` only fires of recurring jobs may take ([`ClaimedRun::recurring_fire`]):
@@ -242,16 +251,27 @@ impl ClaimParams {
         lease_until: Timestamp,
         retry: &RetryPolicy,
     ) -> Result<(), TransitionError> {
+        let starts = run
+            .next_attempt_at
+            .map_or(run.fire_time, |at| at.max(run.fire_time));
         run.apply(
             RunEvent::Claimed {
                 node: self.node.clone(),
                 instance: self.instance.clone(),
                 lease_until,
             },
-            self.now,
+            self.started(starts),
             retry,
         )
         .map(|_| ())
+    }
+
+    /// The start a run that may start at `starts` records ([`ClaimParams::claimed_at`]).
+    pub fn started(&self, starts: Timestamp) -> Timestamp {
+        match self.claimed_at {
+            Some(at) if at < self.now => starts.clamp(at, self.now),
+            _ => self.now,
+        }
     }
 
     /// A new run of `job` for its fire at `fire`, claimed by this node.
@@ -262,7 +282,7 @@ impl ClaimParams {
         lease_until: Timestamp,
         retry: &RetryPolicy,
     ) -> Result<Run, TransitionError> {
-        let mut run = Run::pending(job, fire, self.now);
+        let mut run = Run::pending(job, fire, self.claimed_at.unwrap_or(self.now).min(self.now));
         self.claim(&mut run, lease_until, retry)?;
         Ok(run)
     }
