@@ -159,6 +159,15 @@ pub fn apply_claim_ahead(config: &mut takt_host::scheduler::SchedulerConfig) {
     }
 }
 
+/// Sets `SchedulerConfig::lookahead_batch` to `n`, or to `TAKT_BENCH_LOOKAHEAD_BATCH` when
+/// that is set (an A/B in the same binary; 0: off, the default of takt itself).
+pub fn apply_lookahead_batch(config: &mut takt_host::scheduler::SchedulerConfig, n: usize) {
+    config.lookahead_batch = std::env::var("TAKT_BENCH_LOOKAHEAD_BATCH")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(n);
+}
+
 /// A temporary SQLite file path unique to this process and `label` (removed with its WAL
 /// files by [`remove_db`]).
 pub fn temp_db(label: &str) -> std::path::PathBuf {

@@ -114,6 +114,9 @@ pub struct Config {
     /// The most short runs claimed beyond the slots while a backlog drains (default 64; 0:
     /// never more than the slots). See [`crate::scheduler::SchedulerConfig::claim_ahead`].
     pub claim_ahead: usize,
+    /// The most recurring fires of an instant to come claimed beyond the slots (default 0:
+    /// off). See [`crate::scheduler::SchedulerConfig::lookahead_batch`].
+    pub lookahead_batch: usize,
     /// The zone of job schedules that name none.
     pub timezone: String,
     /// How long a shutdown waits for running runs before cancelling them.
@@ -191,6 +194,7 @@ struct FileConfig {
     capacity: Option<usize>,
     recurring_reserve: Option<usize>,
     claim_ahead: Option<usize>,
+    lookahead_batch: Option<usize>,
     timezone: Option<String>,
     grace: Option<String>,
     log_format: Option<String>,
@@ -646,6 +650,30 @@ impl Config {
                 ),
             ));
         }
+        let lookahead_batch = match env("TAKT_LOOKAHEAD_BATCH") {
+            Some(v) => v.trim().parse::<usize>().map_err(|_| {
+                env_err(
+                    "TAKT_LOOKAHEAD_BATCH",
+                    format!(
+                        "\"{v}\" is not a whole number; set it to the most fires of one instant \
+                         claimed ahead beyond the slots, e.g. 1024 (0: off)"
+                    ),
+                )
+            })?,
+            None => raw
+                .lookahead_batch
+                .unwrap_or(crate::scheduler::DEFAULT_LOOKAHEAD_BATCH),
+        };
+        if lookahead_batch > MAX_LOOKAHEAD_BATCH {
+            return Err(err(
+                "lookahead_batch",
+                format!(
+                    "{lookahead_batch} is more than {MAX_LOOKAHEAD_BATCH} fires; fires claimed \
+                     ahead wait on this node for their instant, so give about as many as one \
+                     instant has (e.g. 1024, 0: off)"
+                ),
+            ));
+        }
         let plugins = raw
             .plugins
             .resolve(capacity + recurring_reserve)
@@ -773,6 +801,7 @@ impl Config {
             capacity,
             recurring_reserve,
             claim_ahead,
+            lookahead_batch,
             timezone,
             grace,
             log_format,
@@ -814,6 +843,11 @@ const MAX_RECURRING_RESERVE: usize = 1024;
 /// The largest accepted `claim_ahead`: what is claimed ahead waits in this node's queue while
 /// other nodes could run it, so more than a few claims' worth only moves work here early.
 const MAX_CLAIM_AHEAD: usize = 4096;
+
+/// The largest accepted `lookahead_batch`: fires claimed ahead wait on this node (a few
+/// kilobytes each) and a crash delays them by a lease, so more than an instant's worth only
+/// moves work here early.
+const MAX_LOOKAHEAD_BATCH: usize = 65_536;
 
 /// The smallest accepted `[plugins] worker_memory`: below it a worker cannot even load.
 const MIN_WORKER_MEMORY: u64 = 32 << 20;
@@ -1292,6 +1326,20 @@ mod tests {
         let e = Config::parse("", Path::new("/c/takt.toml"), env("two")).unwrap_err();
         assert_eq!(e.key, "TAKT_RECURRING_RESERVE");
         assert!(e.message.contains("\"two\" is not a whole number"), "{e}");
+    }
+
+    #[test]
+    fn lookahead_batch_is_read_checked_and_overridden() {
+        assert_eq!(parse("").unwrap().lookahead_batch, 0, "the default: off");
+        assert_eq!(
+            parse("lookahead_batch = 1024").unwrap().lookahead_batch,
+            1024
+        );
+        let e = parse("lookahead_batch = 100000").unwrap_err();
+        assert_eq!(e.key, "lookahead_batch");
+        assert!(e.to_string().contains("65536"), "{e}");
+        let e = parse("lookahead_batch = -1").unwrap_err();
+        assert!(e.to_string().contains("lookahead_batch"), "{e}");
     }
 
     #[test]

@@ -194,6 +194,13 @@ struct Shared {
     threads: Arc<pool::Pool>,
 }
 
+/// How long before its start ([`RunRequest::not_before`]) a run handed over ahead takes its
+/// slot and its thread, which then sleeps precisely until the start (an OS sleep, not the
+/// runtime's millisecond timer): long enough that a slot is ready when the instant comes
+/// (B4: a second's fires start within a few milliseconds of it), short enough that fires
+/// claimed far ahead do not hold slots that runs due now could use.
+pub const PERMIT_AHEAD: Duration = Duration::from_millis(10);
+
 /// What the call's thread hands back.
 type CallResult = Result<String, PluginError>;
 
@@ -243,10 +250,10 @@ impl Executor {
         cancel: CancelToken,
     ) -> RunReport {
         let shared = &*self.shared;
-        let queued_at = Instant::now();
+        let mut queued_at = Instant::now();
         let mut shutdown = shared.shutdown.subscribe();
 
-        let refused = |outcome: Outcome| RunReport {
+        let refused = |outcome: Outcome, queued_at: Instant| RunReport {
             outcome,
             started: None,
             elapsed: Duration::ZERO,
@@ -254,17 +261,42 @@ impl Executor {
             log_lines_dropped: 0,
         };
 
+        // Handed over well ahead of its start: wait for it here, holding no slot, until
+        // `PERMIT_AHEAD` before it (a crowded instant's fires, claimed ahead beyond the
+        // slots, must not keep the slots from runs due now while they wait).
+        if let Some(at) = req
+            .not_before
+            .and_then(|at| at.checked_sub(PERMIT_AHEAD))
+            .filter(|at| *at > queued_at)
+        {
+            tokio::select! {
+                biased;
+                grace = shutdown_grace(&mut shutdown) => {
+                    return refused(not_called(Stop::Shutdown(grace), &req), queued_at);
+                }
+                () = cancel.cancelled() => {
+                    return refused(not_called(Stop::Requested, &req), queued_at);
+                }
+                () = tokio::time::sleep_until(at.into()) => {}
+            }
+            queued_at = Instant::now();
+        }
+
         // Biased towards refusing: a run that is already cancelled must not start just because
         // a slot happened to be free.
         let _permit = tokio::select! {
             biased;
             grace = shutdown_grace(&mut shutdown) => {
-                return refused(not_called(Stop::Shutdown(grace), &req));
+                return refused(not_called(Stop::Shutdown(grace), &req), queued_at);
             }
-            () = cancel.cancelled() => return refused(not_called(Stop::Requested, &req)),
+            () = cancel.cancelled() => {
+                return refused(not_called(Stop::Requested, &req), queued_at);
+            }
             permit = shared.permits.acquire() => match permit {
                 Ok(permit) => permit,
-                Err(_closed) => return refused(not_called(Stop::Shutdown(shared.grace), &req)),
+                Err(_closed) => {
+                    return refused(not_called(Stop::Shutdown(shared.grace), &req), queued_at);
+                }
             },
         };
         let queued = queued_at.elapsed();
@@ -332,7 +364,7 @@ impl Executor {
             // Stopped while its thread waited for the start instant: the plugin is never
             // called; the cancel wakes the thread, which then returns to the pool.
             state.cancel(stop.reason());
-            return in_flight.refused(refused(not_called(stop, &req)));
+            return in_flight.refused(refused(not_called(stop, &req), queued_at));
         }
         state.cancel(stop.reason());
         let grace = match stop {

@@ -631,7 +631,9 @@ async fn a_cancel_or_shutdown_before_the_start_instant_never_calls_the_plugin() 
             let (exec, token, sink) = (exec.clone(), token.clone(), sink.clone());
             async move { exec.run_with_cancel(req, sink, token).await }
         });
-        assert!(eventually(Duration::from_secs(5), || exec.running() == 1).await);
+        // Far from its start, it waits without a slot (`PERMIT_AHEAD`).
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(exec.running(), 0, "a run 30 s ahead holds a slot");
         let t = Instant::now();
         if shutdown {
             exec.begin_shutdown(Duration::from_secs(1));
@@ -664,6 +666,57 @@ async fn a_cancel_or_shutdown_before_the_start_instant_never_calls_the_plugin() 
         tokio::time::sleep(ms(200)).await;
         assert_eq!(sink.at(), None, "the plugin was called");
     }
+}
+
+/// A run handed over far ahead of its start takes its slot only `PERMIT_AHEAD` before it: a
+/// run due now gets the only slot meanwhile, and the one ahead still starts at its instant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_handed_over_far_ahead_leaves_its_slot_to_runs_due_now() {
+    let exec = executor(1, 500);
+    let ahead = Arc::new(FirstWord::default());
+    let at = Instant::now() + ms(1500);
+    let later = tokio::spawn({
+        let (exec, sink) = (exec.clone(), ahead.clone());
+        let req = RunRequest {
+            not_before: Some(at),
+            ..testing("chatty", json!({"lines": 1}))
+        };
+        async move { exec.run(req, sink).await }
+    });
+    tokio::time::sleep(ms(50)).await;
+    let now = Arc::new(FirstWord::default());
+    let report = exec
+        .run(testing("chatty", json!({"lines": 1})), now.clone())
+        .await;
+    assert!(
+        matches!(report.outcome, Outcome::Succeeded { .. }),
+        "{report:?}"
+    );
+    let called = now.at().expect("the run due now was called");
+    // Had it waited for the slot, it would have been called after the run ahead ended.
+    assert!(
+        called < at,
+        "the run due now waited for the one ahead: called {:?} after its instant",
+        called - at
+    );
+    let report = later.await.unwrap();
+    assert!(
+        matches!(report.outcome, Outcome::Succeeded { .. }),
+        "{report:?}"
+    );
+    let called = ahead.at().expect("the run ahead was called");
+    assert!(
+        called >= at,
+        "the run ahead was called {:?} early",
+        at - called
+    );
+    assert!(
+        called < at + ms(100),
+        "the run ahead was called {:?} late",
+        called - at
+    );
+    // Its wait for the instant is not a wait for a slot.
+    assert!(report.queued < ms(100), "{report:?}");
 }
 
 #[tokio::test]

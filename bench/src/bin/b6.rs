@@ -2,7 +2,8 @@
 //! C (default 1 000) every-second cron jobs (`* * * * * *`, UTC), for a fixed window.
 //!
 //! Every node is a separate process (this binary re-executed with `--node`), with its own
-//! `PgStore` pool and `Host` (capacity 64, claim batch 64, node id `b6-node-<i>`). The parent
+//! `PgStore` pool and `Host` (capacity 64, claim batch 64, lookahead batch 1 024 — takt's
+//! default is 0, off —, node id `b6-node-<i>`). The parent
 //! prepares a fresh schema, starts the nodes at one agreed instant `T0` and lets them run for
 //! `--seconds` (default 30); each node records every body it executes (job name, fire time,
 //! the instant the body ran) and writes them to a file when it has shut down.
@@ -18,6 +19,9 @@
 //! Peer: apalis-postgres (apalis-peer/, bin `b5-apalis`) drains N tasks with 1, 2 and 4 worker
 //! processes (concurrency 64, batch 64 each); apalis-postgres has no durable cron (apalis-cron
 //! runs schedules in one process), so the every-second part is takt only.
+//!
+//! `B6_KEEP=1` keeps each node's file of bodies (`$TMPDIR/takt-b6-<pid>-node<i>.tsv`: job,
+//! fire time, body instant in Unix ms) for a look at single seconds.
 //!
 //! `cargo run --release --manifest-path bench/Cargo.toml --bin b6 [-- --n 10000 --crons 1000
 //! --seconds 30 --rounds 3 --nodes 1,2,4 --apalis 1 --json]`
@@ -49,6 +53,8 @@ use takt_plugin_api::static_plugin;
 const SCHEMA: &str = "bench_b6_takt";
 /// Every node's capacity and claim batch.
 const CAPACITY: usize = 64;
+/// Every node's `SchedulerConfig::lookahead_batch`: the 1 000 fires of a second and room.
+const LOOKAHEAD_BATCH: usize = 1024;
 /// Time from the start of a round's set-up to `T0` (the set-up and the nodes' connecting fit in it).
 const START_DELAY: Duration = Duration::from_secs(3);
 
@@ -111,6 +117,9 @@ async fn node_main(args: &Args, url: &str, node: &str) {
     config.capacity = CAPACITY;
     config.claim_batch = CAPACITY;
     takt_bench::apply_claim_ahead(&mut config);
+    // Not takt's default (off): every node claims an instant's 1 000 fires ahead of it,
+    // beyond its 64 slots (`TAKT_BENCH_LOOKAHEAD_BATCH=0` for the default).
+    takt_bench::apply_lookahead_batch(&mut config, LOOKAHEAD_BATCH);
     let host = HostBuilder::new(store)
         .static_plugin(plugin)
         .scheduler_config(config)
@@ -338,7 +347,9 @@ async fn takt_round(url: &str, k: usize, n: usize, crons: usize, seconds: u64) -
         let status = child.wait().expect("the node process ends");
         assert!(status.success(), "a node process failed: {status}");
         let text = std::fs::read_to_string(&out).expect("the node's file");
-        let _ = std::fs::remove_file(&out);
+        if std::env::var_os("B6_KEEP").is_none() {
+            let _ = std::fs::remove_file(&out);
+        }
         let before = bodies.len();
         for line in text.lines() {
             let mut p = line.split('\t');

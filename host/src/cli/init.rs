@@ -134,6 +134,7 @@ fn template(plugin_dir: &Path, tokens: &Path) -> String {
 #   TAKT_CAPACITY               capacity
 #   TAKT_RECURRING_RESERVE      recurring_reserve
 #   TAKT_CLAIM_AHEAD            claim_ahead
+#   TAKT_LOOKAHEAD_BATCH        lookahead_batch
 #   TAKT_TZ                     timezone
 #   TAKT_LOG_FORMAT             log_format (text or json)
 #   TAKT_EXE_ALLOWLIST          [exe] allowlist, separated like PATH
@@ -174,6 +175,13 @@ capacity = 8
 # claimed this many beyond the slots and wait here for one, so a backlog is claimed in fewer,
 # larger transactions. Long runs are never claimed ahead. 0: never more than the capacity.
 # claim_ahead = 64
+
+# When one instant has more fires than the slots (a thousand every-second crons), claim up
+# to this many of them ahead of it beyond the slots, so they all start within milliseconds
+# of it instead of one claim after another behind it. They wait here for their instant and
+# are then queued for a slot: for short runs only. With several nodes, the node that claims
+# first may take a whole instant. 0: off (an instant's fires are claimed within the slots).
+# lookahead_batch = 0
 
 # The time zone of job schedules that name none (an IANA name such as "Asia/Shanghai").
 timezone = "UTC"

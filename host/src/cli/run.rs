@@ -260,6 +260,7 @@ async fn host(
     sched_config.capacity = config.capacity;
     sched_config.recurring_reserve = config.recurring_reserve;
     sched_config.claim_ahead = config.claim_ahead;
+    sched_config.lookahead_batch = config.lookahead_batch;
     // The executor has a slot for every run the loop may start, the reserved ones too.
     let executor = Executor::new(ExecutorConfig {
         capacity: sched_config.slots(),

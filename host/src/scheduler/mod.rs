@@ -178,7 +178,8 @@ pub struct SchedulerConfig {
     /// short may claim a long run ahead behind them.
     pub claim_ahead: usize,
     /// How long before a fire is due the loop decides it (misfire and overlap) and claims
-    /// it; the claimed run is handed to the executor at once, and its thread, ready, starts
+    /// it; the claimed run is handed to the executor at once, takes its slot and a thread
+    /// just before the fire time (`executor::PERMIT_AHEAD`), and the thread, ready, starts
     /// the plugin at the fire time. The claim's transaction and the hand-over are thus off
     /// the fire's critical path: on SQLite a second's 100 fires otherwise start only as
     /// their claims commit, one after another (B4). The price: the overlap decision and a
@@ -186,6 +187,31 @@ pub struct SchedulerConfig {
     /// the window's start. Default 25 ms; at most [`MAX_LOOKAHEAD`]; zero claims at the
     /// instant.
     pub lookahead: Duration,
+    /// The most recurring fires claimed ahead of their fire time beyond the free slots
+    /// (default [`DEFAULT_LOOKAHEAD_BATCH`], 0: off — a fire claimed ahead takes a slot, as
+    /// any run; config `lookahead_batch`, `TAKT_LOOKAHEAD_BATCH`).
+    ///
+    /// Why: an instant at which more fires are due than the node has slots (B6: 1 000
+    /// every-second crons on 64 slots) was claimed after it came, one claim of at most
+    /// `claim_batch` after another, each waiting for the slots the last one filled; its
+    /// last fires started a whole chain of claims late (~100–200 ms on PostgreSQL). Now such
+    /// an instant's fires are claimed before it, up to this many beyond the slots: they wait
+    /// on this node without a slot or a thread until shortly before their time
+    /// (`executor::PERMIT_AHEAD`), then queue for a slot, and start as the slots free.
+    /// Quartz has the same window (`batchTriggerAcquisitionFireAheadTimeWindow`) but claims
+    /// within its free threads; this goes beyond the slots, which is why it is bounded by
+    /// short runs: no more are claimed ahead than the slots finish within the window at the
+    /// node's mean run time (as [`SchedulerConfig::claim_ahead`]), so a long run is never
+    /// claimed ahead of a slot.
+    ///
+    /// The window widens with the crowd: a crowded instant's claims begin `lookahead` plus
+    /// as long as the last crowded instant's claims took (at most [`MAX_LOOKAHEAD`]) before
+    /// it, so that they end about `lookahead` before it. The price is `lookahead`'s, over
+    /// that wider window: the overlap decision, a disable or a schedule change made within
+    /// it see the state of its start, and a run claimed in it that was due already (a late
+    /// fire, a one-off) records the instant as its start, up to the window after it began.
+    /// An instant claimed in one claim widens it by that claim's time only (milliseconds).
+    pub lookahead_batch: usize,
     /// Watch the plugin directory: poll it this often (the files' size and modification
     /// time) and reload the plugins once a change has held still for one poll (a copy in
     /// progress is not loaded half-written). `None` (the default): reload only when asked
@@ -206,6 +232,13 @@ pub const DEFAULT_CLAIM_AHEAD: usize = 64;
 /// 7 200–7 300 with 64 (no more with 128). A crowded instant outside a backlog is still
 /// claimed in growing chunks from 8, so the first runs do not wait for the whole batch.
 pub const DEFAULT_CLAIM_BATCH: usize = 64;
+
+/// The default [`SchedulerConfig::lookahead_batch`]: off. With several nodes, the node that
+/// claims an instant first would take all of its fires (beyond its slots) while the others
+/// wait for the next, and a crash of that node would delay them all by a lease; with it off,
+/// each node claims within its slots and the nodes share a crowded instant. A single node
+/// with crowded instants of short runs (B6: 1 000 every-second crons) turns it on (1024).
+pub const DEFAULT_LOOKAHEAD_BATCH: usize = 0;
 
 /// The shortest accepted [`SchedulerConfig::plugin_watch`].
 pub const MIN_PLUGIN_WATCH: Duration = Duration::from_millis(100);
@@ -233,6 +266,7 @@ impl SchedulerConfig {
             claim_batch: DEFAULT_CLAIM_BATCH,
             claim_ahead: DEFAULT_CLAIM_AHEAD,
             lookahead: Duration::from_millis(25),
+            lookahead_batch: DEFAULT_LOOKAHEAD_BATCH,
             plugin_watch: None,
         }
     }

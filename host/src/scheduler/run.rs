@@ -20,7 +20,7 @@ pub const ORPHANED: &str = "the claim of this run lost its connection before the
      it, so it was never started; failed to be retried per policy";
 
 /// When a claimed run may start: its fire time, or for a retry the time its delay ends.
-fn start_at(run: &Run) -> jiff::Timestamp {
+pub(super) fn start_at(run: &Run) -> jiff::Timestamp {
     run.next_attempt_at
         .map_or(run.fire_time, |at| at.max(run.fire_time))
 }

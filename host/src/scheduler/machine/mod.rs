@@ -28,7 +28,10 @@
 //!   that of recurring fires. During a backlog of short runs, up to
 //!   [`SchedulerConfig::claim_ahead`] more are in flight, claimed ahead and waiting in the
 //!   executor's queue for a slot ([`Machine::ahead`]); never outside a backlog, never long
-//!   runs.
+//!   runs. A pass that claims ahead of an instant to come may also take up to
+//!   [`SchedulerConfig::lookahead_batch`] recurring fires beyond the slots: until their
+//!   instant they hold no slot (the executor takes it just before), so they are counted
+//!   against that bound instead ([`Machine::free`]).
 //! * A wake that comes during a pass is kept and starts the next pass as soon as this one
 //!   ends, so no change is missed between a pass's read and its sleep.
 //! * The stop: the drain lets `in_flight` and `finishing` empty for up to the grace (renewing
@@ -307,6 +310,9 @@ struct Free {
     any: usize,
     /// For runs that are not recurring fires (at most `any`).
     others: usize,
+    /// For recurring fires claimed ahead of their fire time beyond the slots
+    /// ([`SchedulerConfig::lookahead_batch`]), open only to a pass whose horizon is ahead.
+    ahead_of_time: usize,
 }
 
 /// What the machine knows of a run of this node.
@@ -322,6 +328,9 @@ struct Flight {
     /// Its end may start the next pass of a backlog before the end is recorded: its job
     /// neither recurs nor belongs to a group ([`Machine::run_ended`]).
     ends_early: bool,
+    /// When it may start (its fire time, or its retry's): until then it was claimed ahead
+    /// and holds no slot ([`SchedulerConfig::lookahead_batch`]).
+    start: Timestamp,
 }
 
 /// A pass in progress.
@@ -405,6 +414,13 @@ pub(crate) struct Machine {
     /// time), `None` before the first: how many runs the slots finish during a pass
     /// ([`Machine::ahead`]).
     mean_run: Option<Duration>,
+    /// The crowded instant being claimed ahead (a pass's horizon ahead of its start) and when
+    /// its first pass began: [`Machine::window`].
+    crowd: Option<(Timestamp, Timestamp)>,
+    /// How long a crowded instant's claims take, from its first pass to the claim that
+    /// found nothing more due by it: the last one's, or three quarters of the one before
+    /// when that is more.
+    crowd_span: Duration,
     outage: Outage,
 }
 
@@ -427,6 +443,8 @@ impl Machine {
             gather_until: None,
             last_pass: Duration::ZERO,
             mean_run: None,
+            crowd: None,
+            crowd_span: Duration::ZERO,
             outage: Outage::default(),
         }
     }
@@ -436,21 +454,71 @@ impl Machine {
         self.in_flight.len()
     }
 
-    /// The free slots: for any run, and for runs that are not recurring fires. Recurring
-    /// fires fill the reserve first, then the capacity ([`SchedulerConfig::recurring_reserve`]).
-    /// The runs claimed ahead ([`Machine::ahead`]) count as capacity that is not a slot.
-    fn free(&self) -> Free {
+    /// The free slots at `now`: for any run, and for runs that are not recurring fires.
+    /// Recurring fires fill the reserve first, then the capacity
+    /// ([`SchedulerConfig::recurring_reserve`]). The runs claimed ahead of a slot
+    /// ([`Machine::ahead`]) count as capacity that is not a slot. A run whose start is still
+    /// to come holds no slot: it counts against [`SchedulerConfig::lookahead_batch`], as does
+    /// every run in flight beyond the slots (a late fire claimed ahead with the fires of an
+    /// instant to come), so that no more than that bound ever waits beyond them.
+    fn free(&self, now: Timestamp) -> Free {
         let reserve = self.config.recurring_reserve;
         let capacity = self.config.capacity + self.ahead();
-        let all = self.in_flight.len();
-        // At most capacity + reserve + claim_ahead runs are in flight: counting costs little.
-        let recurring = self.in_flight.values().filter(|f| f.recurring).count();
+        // At most slots + claim_ahead + lookahead_batch runs are in flight: counting costs
+        // little next to the pass it decides.
+        let (mut all, mut recurring, mut waiting, mut waiting_others) =
+            (0usize, 0usize, 0usize, 0usize);
+        for f in self.in_flight.values() {
+            if f.start > now {
+                waiting += 1;
+                waiting_others += usize::from(!f.recurring);
+            } else {
+                all += 1;
+                recurring += usize::from(f.recurring);
+            }
+        }
+        // Runs waiting beyond the bound hold slots (with a bound of 0, every run claimed
+        // ahead does); counted as the other runs first, which frees the least for them.
+        let over = waiting.saturating_sub(self.config.lookahead_batch);
+        all += over;
+        recurring += over.saturating_sub(waiting_others);
         let general = (all - recurring) + recurring.saturating_sub(reserve);
         let any = (capacity + reserve).saturating_sub(all);
+        let beyond = (waiting - over) + all.saturating_sub(capacity + reserve);
         Free {
             any,
             others: capacity.saturating_sub(general).min(any),
+            ahead_of_time: self
+                .config
+                .lookahead_batch
+                .saturating_sub(beyond)
+                .min(self.finished_within(self.window())),
         }
+    }
+
+    /// How many runs the slots are expected to finish within `span` at the mean run time of
+    /// the runs that ended lately (unbounded before the first end): what may wait for a slot
+    /// beyond them without waiting much longer than `span`, so a long run is never claimed
+    /// ahead of a slot while another node may have one free.
+    fn finished_within(&self, span: Duration) -> usize {
+        let Some(mean) = self.mean_run else {
+            return usize::MAX;
+        };
+        let slots_time = span.as_nanos() * self.config.capacity as u128;
+        usize::try_from(slots_time / mean.as_nanos().max(1)).unwrap_or(usize::MAX)
+    }
+
+    /// How long before a due instant its fires are decided and claimed: the configured
+    /// `lookahead`, widened by one and a half times how long crowded instants' claims take
+    /// ([`Machine::crowd_span`]) when fires are claimed ahead beyond the slots
+    /// ([`SchedulerConfig::lookahead_batch`]), so that an instant with more fires than one
+    /// claim takes is claimed before it comes, with room for a slower database moment (B6:
+    /// with the span alone, one second in five still began its claims too late).
+    fn window(&self) -> Duration {
+        if self.config.lookahead_batch == 0 {
+            return self.config.lookahead;
+        }
+        (self.config.lookahead + self.crowd_span * 3 / 2).min(super::MAX_LOOKAHEAD)
     }
 
     /// How many runs may be claimed beyond the slots now: during a backlog, as many as the
@@ -460,12 +528,10 @@ impl Machine {
     /// pass that claims it, and a long run (longer than a pass) is never claimed ahead.
     fn ahead(&self) -> usize {
         let limit = self.config.claim_ahead;
-        let Some(mean) = self.mean_run.filter(|_| self.backlog && limit > 0) else {
+        if self.mean_run.is_none() || !self.backlog || limit == 0 {
             return 0;
-        };
-        let slots_time = self.last_pass.as_nanos() * self.config.capacity as u128;
-        let expected = slots_time / mean.as_nanos().max(1);
-        usize::try_from(expected).unwrap_or(usize::MAX).min(limit)
+        }
+        self.finished_within(self.last_pass).min(limit)
     }
 
     /// The stop's grace, once stopping (a run's end that cannot be recorded is given up after
@@ -548,9 +614,15 @@ impl Machine {
     /// wait when it begins.
     fn gathering(&mut self, now: Timestamp, out: &mut Vec<Step>) -> bool {
         let room = self.config.capacity.min(self.config.claim_batch);
-        let free = self.free().others;
+        let free = self.free(now).others;
         // No slot free: the pass claims nothing and only renews or prepares; not held back.
-        let waits = self.backlog && !self.paused && self.stop.is_none() && free > 0 && free < room;
+        // Nor is a pass that claims an instant to come: its room is not the slots.
+        let waits = self.backlog
+            && !self.paused
+            && self.stop.is_none()
+            && free > 0
+            && free < room
+            && self.horizon(now) == now;
         if !waits {
             self.gather_until = None;
             return false;
@@ -635,14 +707,10 @@ impl Machine {
         if self.stop.is_some() {
             return self.begin_drain(now, out);
         }
-        // When the next due instant the last pass saw is at most `lookahead` away, this pass
-        // decides and claims up to it, and its runs start at their fire times (see
-        // `SchedulerConfig::lookahead`). Otherwise (a late or a stale plan) up to now: the
-        // claim's instant is also the runs' recorded start.
-        let horizon = match self.planned {
-            Some(d) if d > now && now.checked_add(self.config.lookahead).is_ok_and(|a| d <= a) => d,
-            _ => now,
-        };
+        let horizon = self.horizon(now);
+        if horizon > now && self.crowd.is_none_or(|(h, _)| h != horizon) {
+            self.crowd = Some((horizon, now));
+        }
         let pass = Pass {
             now,
             horizon,
@@ -655,6 +723,18 @@ impl Machine {
             out.push(Step::Renew { now, until });
         } else {
             self.after_renew(pass, now, out);
+        }
+    }
+
+    /// When the next due instant the last pass saw is at most the window away
+    /// ([`Machine::window`]), a pass at `now` decides and claims up to it, and its runs start
+    /// at their fire times (see `SchedulerConfig::lookahead`). Otherwise (a late or a stale
+    /// plan) up to now: the claim's instant is also the runs' recorded start.
+    fn horizon(&self, now: Timestamp) -> Timestamp {
+        let window = jiff::SignedDuration::try_from(self.window()).unwrap_or_default();
+        match self.planned {
+            Some(d) if d > now && now.checked_add(window).is_ok_and(|a| d <= a) => d,
+            _ => now,
         }
     }
 
@@ -862,7 +942,7 @@ impl Machine {
         if self.stop.is_some() {
             return self.begin_drain(now, out);
         }
-        let free = self.free().any;
+        let free = self.room(&pass, now);
         if free > 0 && !self.paused {
             let limit = free.min(self.config.claim_batch);
             let chunks = Chunks {
@@ -872,13 +952,26 @@ impl Machine {
                 asked: 0,
                 reserved: 0,
             };
-            self.claim_chunk(pass, chunks, out);
+            self.claim_chunk(pass, chunks, now, out);
         } else {
             self.after_claim(pass, now, out);
         }
     }
 
-    fn claim_chunk(&mut self, pass: Pass, mut chunks: Chunks, out: &mut Vec<Step>) {
+    /// What `pass` may claim at `now`: the free slots, and when its horizon is still to come
+    /// the room for fires claimed ahead of their time ([`SchedulerConfig::lookahead_batch`]).
+    /// That room is beyond what is free for other runs, so the claim leaves it to recurring
+    /// fires ([`Machine::claim_chunk`]'s `recurring_only`).
+    fn room(&self, pass: &Pass, now: Timestamp) -> usize {
+        let free = self.free(now);
+        if pass.horizon > now {
+            free.any + free.ahead_of_time
+        } else {
+            free.any
+        }
+    }
+
+    fn claim_chunk(&mut self, pass: Pass, mut chunks: Chunks, now: Timestamp, out: &mut Vec<Step>) {
         let left = chunks.limit - chunks.taken;
         chunks.asked = if left <= chunks.chunk.saturating_mul(2) {
             left
@@ -886,7 +979,7 @@ impl Machine {
             chunks.chunk
         };
         // The runs of earlier chunks are in flight already: what is free for others now.
-        let others = self.free().others;
+        let others = self.free(now).others;
         chunks.reserved = chunks.asked.saturating_sub(others);
         out.push(Step::Claim {
             horizon: pass.horizon,
@@ -928,9 +1021,29 @@ impl Machine {
         }
         chunks.taken += got;
         pass.progressed |= chunks.taken > 0;
+        // Everything due by the crowded instant is claimed: how long its claims took widens
+        // the next one's window.
+        if got < chunks.asked
+            && let Some((instant, since)) = self.crowd
+            && pass.horizon >= instant
+        {
+            let took = Duration::try_from(now.duration_since(since)).unwrap_or_default();
+            // Quick to rise, slow to fall: one quicker instant does not leave the next, as
+            // crowded, to be claimed behind it.
+            self.crowd_span = took.max(self.crowd_span * 3 / 4);
+            self.crowd = None;
+            tracing::debug!(
+                "the fires due at {instant} were claimed in {took:?} (window now {:?})",
+                self.window()
+            );
+        }
         // Full: the part of the claim open to any run was filled, so more may be due than the
         // room (the reserved part stays empty when no recurring fire is due).
         self.backlog = got >= chunks.asked - chunks.reserved;
+        if pass.horizon > now && got < chunks.asked {
+            // Everything due by the instant to come is claimed (its room held more).
+            return self.after_claim(pass, now, out);
+        }
         if self.backlog
             && self.stop.is_none()
             && (got < chunks.asked || chunks.taken >= chunks.limit)
@@ -941,7 +1054,7 @@ impl Machine {
             return self.after_claim(pass, now, out);
         }
         chunks.chunk = chunks.chunk.saturating_mul(2);
-        self.claim_chunk(pass, chunks, out);
+        self.claim_chunk(pass, chunks, now, out);
     }
 
     /// The pass's room is claimed and its last claim was full: more is due now than there was
@@ -952,9 +1065,20 @@ impl Machine {
     /// or the safety poll). Should nothing be due after all, that next pass claims nothing and
     /// reads the next due instant as usual. When only the recurring reserve is free, the next
     /// recurring fire is not known and is read as usual (`after_claim`).
+    ///
+    /// A pass that claimed ahead of an instant to come (its horizon) and filled its room
+    /// keeps that instant planned: more of its fires may be due, and the next pass claims
+    /// them ahead too, at once while there is room for them.
     fn after_full_claim(&mut self, pass: Pass, now: Timestamp, out: &mut Vec<Step>) {
         self.last_pass = Duration::try_from(now.duration_since(pass.now)).unwrap_or_default();
-        let free = self.free();
+        let free = self.free(now);
+        if pass.horizon > now {
+            self.planned = Some(pass.horizon);
+            if !self.paused && self.room(&pass, now) > 0 {
+                return self.poke(now, out);
+            }
+            return self.sleep(Some(self.next_renew), self.config.safety_poll, now, out);
+        }
         if !self.paused && free.others == 0 && free.any > 0 {
             return self.after_claim(pass, now, out);
         }
@@ -985,6 +1109,7 @@ impl Machine {
                 cancel_asked: false,
                 recurring: claimed.recurring_fire,
                 ends_early: !claimed.job.is_recurring() && claimed.job.group.is_none(),
+                start: super::run::start_at(&claimed.run),
             },
         );
         out.push(Step::Publish(SchedulerEvent::Started {
@@ -1003,7 +1128,7 @@ impl Machine {
         // Only the reserve free: only a recurring fire can be claimed, and every due one-off
         // would otherwise be the next due instant (past, so the loop would sleep to the
         // safety poll through the next schedule).
-        let free = self.free();
+        let free = self.free(now);
         let set = if free.others == 0 && free.any > 0 {
             DueSet::Recurring
         } else {
@@ -1034,7 +1159,7 @@ impl Machine {
         if self.outage_pass(pass.error.take(), now, out) {
             return;
         }
-        let has_free = !self.paused && self.free().any > 0;
+        let has_free = !self.paused && self.free(now).any > 0;
         if pass.progressed && has_free && due.is_some_and(|d| d <= now) {
             // More is due right now (a backlog, a second fire of a catch-up): pass again.
             return self.start_pass(now, out);
@@ -1043,7 +1168,10 @@ impl Machine {
         // a claim waits for a wake or the safety poll.
         let wake = due
             .filter(|d| has_free && *d > pass.horizon)
-            .map(|d| d.checked_sub(self.config.lookahead).unwrap_or(d))
+            .map(|d| {
+                let window = jiff::SignedDuration::try_from(self.window()).unwrap_or_default();
+                d.checked_sub(window).unwrap_or(d)
+            })
             .map_or(self.next_renew, |d| d.min(self.next_renew));
         self.sleep(Some(wake), self.config.safety_poll, now, out);
     }
@@ -1125,6 +1253,7 @@ impl Machine {
             cancel_asked: false,
             recurring: false,
             ends_early: false,
+            start: run.fire_time,
         });
         if let Some(version) = drained {
             out.push(Step::Publish(SchedulerEvent::PluginDrained { version }));

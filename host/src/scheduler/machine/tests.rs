@@ -37,6 +37,8 @@ fn config() -> SchedulerConfig {
         // Claiming ahead has its own tests (`claim_ahead_*`).
         claim_ahead: 0,
         lookahead: Duration::from_millis(25),
+        // Claiming a crowded instant ahead has its own tests (`a_crowded_instant_*`).
+        lookahead_batch: 0,
         ..SchedulerConfig::new(NodeId("node-a".into()))
     }
 }
@@ -1224,4 +1226,201 @@ fn claim_ahead_waits_for_a_run_time_and_a_backlog() {
     let runs = backlog_of_four(&mut m);
     m.handle(ended_after(&runs[0], Duration::ZERO), ms(t0(), 5));
     assert_eq!(m.ahead(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A crowded instant claimed ahead beyond the slots (`SchedulerConfig::lookahead_batch`)
+
+fn with_lookahead_batch(batch: usize) -> Machine {
+    Machine::new(
+        SchedulerConfig {
+            lookahead_batch: batch,
+            ..config()
+        },
+        t0(),
+    )
+}
+
+/// `n` recurring fires due at `fire`, run ids from `first`.
+fn fires(first: i64, n: i64, fire: Timestamp) -> Vec<ClaimedRun> {
+    (first..first + n)
+        .map(|i| recurring(claimed(i, i, fire)))
+        .collect()
+}
+
+/// Drives a fresh machine to its sleep before the instant at(10), then wakes it at the start
+/// of the instant's window: the steps of that wake.
+fn woken_before_the_instant(m: &mut Machine, wake: Timestamp) -> Vec<Step> {
+    renewed_and_recovered(m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    m.handle(Event::Claimed(Ok(vec![])), t0());
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(10)))), t0()),
+        sleep(wake)
+    );
+    m.handle(Event::Timer, wake)
+}
+
+#[test]
+fn a_crowded_instant_is_claimed_ahead_beyond_the_slots() {
+    let mut m = with_lookahead_batch(100);
+    let now = ms(at(10), -25);
+    assert_eq!(
+        woken_before_the_instant(&mut m, now),
+        vec![Step::Prepare {
+            now,
+            horizon: at(10)
+        }]
+    );
+    // Room: the 4 slots and the 100 fires that may wait beyond them, at most a claim batch
+    // (32); beyond the slots only recurring fires may take it.
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![claim(at(10), 8, 4)]
+    );
+    // The fires claimed wait for their instant holding no slot: the four slots are still
+    // free, and the next chunk takes the rest of the batch.
+    let steps = m.handle(Event::Claimed(Ok(fires(1, 8, at(10)))), now);
+    assert_eq!(steps.last(), Some(&claim(at(10), 24, 20)));
+    // The pass's room is claimed: more of the instant may be due, so the next pass claims
+    // ahead of it at once, again up to it, in one claim (a backlog).
+    let later = ms(at(10), -20);
+    let steps = m.handle(Event::Claimed(Ok(fires(9, 24, at(10)))), later);
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Prepare {
+            now: later,
+            horizon: at(10)
+        })
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), later),
+        vec![claim(at(10), 32, 28)]
+    );
+    // Fewer than asked: every fire due by the instant is claimed; the next due instant is read.
+    let end = ms(at(10), -15);
+    let steps = m.handle(Event::Claimed(Ok(fires(33, 10, at(10)))), end);
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
+    assert_eq!(m.running(), 42);
+    // The crowd's claims took 10 ms (from -25 to -15 ms): the next instant's window is
+    // 25 + 1.5 × 10 ms, so its claims end about 30 ms before it.
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(11)))), end),
+        sleep(ms(at(11), -40))
+    );
+}
+
+#[test]
+fn the_fires_claimed_ahead_hold_slots_once_their_instant_comes() {
+    let mut m = with_lookahead_batch(100);
+    let now = ms(at(10), -25);
+    woken_before_the_instant(&mut m, now);
+    m.handle(Event::Prepared(Ok(Prepared::default())), now);
+    m.handle(Event::Claimed(Ok(fires(1, 6, at(10)))), now);
+    // At the instant the six fires are due: 6 runs for 4 slots, none free. A wake claims
+    // nothing (no room) and reads the next due instant, which waits for an end.
+    assert_eq!(m.running(), 6);
+    m.handle(Event::NextDue(Ok(Some(at(11)))), now);
+    let steps = m.handle(Event::Wake, at(10));
+    assert_eq!(
+        steps,
+        vec![Step::Prepare {
+            now: at(10),
+            horizon: at(10)
+        }]
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), at(10)),
+        vec![Step::ReadNextDue { set: DueSet::All }]
+    );
+}
+
+#[test]
+fn the_fires_claimed_ahead_are_bounded_and_beyond_the_bound_hold_slots() {
+    let mut m = with_lookahead_batch(10);
+    let now = ms(at(10), -25);
+    woken_before_the_instant(&mut m, now);
+    // Room: 4 slots + 10 ahead, in one chunk (no short tail claim).
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![claim(at(10), 14, 10)]
+    );
+    // 14 waiting for a bound of 10: 4 hold the slots. Nothing is free: the pass sleeps
+    // until an end (or the renewal).
+    let steps = m.handle(Event::Claimed(Ok(fires(1, 14, at(10)))), now);
+    assert_eq!(steps.last(), sleep(at(27)).last());
+    assert_eq!(m.running(), 14);
+    // One is cancelled before its instant: one slot frees, none of the bound. The next pass
+    // (at once: its job neither recurs nor has a group), still ahead of the instant, may
+    // claim one.
+    let later = ms(at(10), -20);
+    let first = recurring(claimed(1, 1, at(10)));
+    let steps = m.handle(
+        ended(
+            &first,
+            RunEvent::Cancelled {
+                reason: CancelReason::Requested,
+            },
+        ),
+        later,
+    );
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Prepare {
+            now: later,
+            horizon: at(10)
+        })
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), later),
+        vec![claim(at(10), 1, 0)]
+    );
+}
+
+#[test]
+fn a_lone_fire_keeps_the_plain_lookahead() {
+    let mut m = with_lookahead_batch(100);
+    let now = ms(at(10), -25);
+    woken_before_the_instant(&mut m, now);
+    m.handle(Event::Prepared(Ok(Prepared::default())), now);
+    // Fewer fires than the first chunk: the instant took no more than its first claim.
+    let steps = m.handle(Event::Claimed(Ok(fires(1, 2, at(10)))), now);
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(11)))), now),
+        sleep(ms(at(11), -25))
+    );
+}
+
+#[test]
+fn long_runs_are_not_claimed_ahead_beyond_the_slots() {
+    let mut m = with_lookahead_batch(100);
+    // A run of 20 ms ended: the 4 slots finish 5 such runs within the 25 ms window, so at
+    // most 5 fires wait beyond them.
+    let c = claimed(90, 90, t0());
+    m.in_flight.insert(
+        RunId(90),
+        super::Flight {
+            job: JobId(90),
+            fire_time: t0(),
+            attempt: 1,
+            cancel_asked: false,
+            recurring: false,
+            ends_early: false,
+            start: t0(),
+        },
+    );
+    m.handle(ended_after(&c, Duration::from_millis(20)), t0());
+    m.handle(recorded(90), t0());
+    let now = ms(at(10), -25);
+    m.handle(Event::Renewed(Ok(vec![])), t0());
+    m.handle(Event::Recovered(Ok(0)), t0());
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    m.handle(Event::Claimed(Ok(vec![])), t0());
+    m.handle(Event::NextDue(Ok(Some(at(10)))), t0());
+    m.handle(Event::Timer, now);
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![claim(at(10), 9, 5)]
+    );
 }
