@@ -1261,6 +1261,24 @@ fn woken_before_the_instant(m: &mut Machine, wake: Timestamp) -> Vec<Step> {
     m.handle(Event::Timer, wake)
 }
 
+/// Asserts that `steps` end with the preparation of a pass at `now` that claims ahead of
+/// `instant`, answers it with nothing to change and returns what the machine asks next.
+fn prepared_ahead(
+    m: &mut Machine,
+    steps: &[Step],
+    now: Timestamp,
+    instant: Timestamp,
+) -> Vec<Step> {
+    assert_eq!(
+        steps.last(),
+        Some(&Step::Prepare {
+            now,
+            horizon: instant
+        })
+    );
+    m.handle(Event::Prepared(Ok(Prepared::default())), now)
+}
+
 #[test]
 fn a_crowded_instant_is_claimed_ahead_beyond_the_slots() {
     let mut m = with_lookahead_batch(100);
@@ -1287,14 +1305,7 @@ fn a_crowded_instant_is_claimed_ahead_beyond_the_slots() {
     let later = ms(at(10), -20);
     let steps = m.handle(Event::Claimed(Ok(fires(9, 24, at(10)))), later);
     assert_eq!(
-        steps.last(),
-        Some(&Step::Prepare {
-            now: later,
-            horizon: at(10)
-        })
-    );
-    assert_eq!(
-        m.handle(Event::Prepared(Ok(Prepared::default())), later),
+        prepared_ahead(&mut m, &steps, later, at(10)),
         vec![claim(at(10), 32, 28)]
     );
     // Fewer than asked: every fire due by the instant is claimed; the next due instant is read.
@@ -1365,14 +1376,7 @@ fn the_fires_claimed_ahead_are_bounded_and_beyond_the_bound_hold_slots() {
         later,
     );
     assert_eq!(
-        steps.last(),
-        Some(&Step::Prepare {
-            now: later,
-            horizon: at(10)
-        })
-    );
-    assert_eq!(
-        m.handle(Event::Prepared(Ok(Prepared::default())), later),
+        prepared_ahead(&mut m, &steps, later, at(10)),
         vec![claim(at(10), 1, 0)]
     );
 }
