@@ -91,7 +91,7 @@ impl Collector for Levels {
         gauge(
             &mut encoder,
             "takt_runs_running",
-            "runs of this node in flight (claimed and not ended; during a backlog of short runs up to claim_ahead of them wait for a slot)",
+            "runs of this node in flight (claimed and not ended; during a backlog of short runs up to claim_ahead of them wait for a slot, and up to lookahead_batch fires of an instant to come wait for it)",
             to_i64(s.running),
         )?;
         gauge(

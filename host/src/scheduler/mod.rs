@@ -32,8 +32,10 @@
 //!    [`takt_core::store::ClaimParams::recurring_only`], so only recurring fires take it. During a
 //!    backlog of short runs the claim may also take up to [`SchedulerConfig::claim_ahead`]
 //!    runs beyond the free slots, about as many as the slots finish while a pass takes; they
-//!    wait in the executor's queue for a slot (their timeouts start when called). A paused node
-//!    ([`SchedulerHandle::pause`]) skips steps 2 and 3.
+//!    wait in the executor's queue for a slot (their timeouts start when called). A pass that
+//!    claims ahead of an instant to come may take up to [`SchedulerConfig::lookahead_batch`]
+//!    (off by default) of its recurring fires beyond the free slots; they wait for the
+//!    instant without a slot. A paused node ([`SchedulerHandle::pause`]) skips steps 2 and 3.
 //! 4. **Sleep** until the earliest of: [`Store::next_due`] (one indexed query; of recurring
 //!    fires only when the reserve is all that is free; not read after a full claim, which
 //!    says that more is due now: the loop passes again at once if a slot is free), an input, the
@@ -768,8 +770,9 @@ impl<S: Store + Clone + 'static> SchedulerHandle<S> {
     }
 
     /// Runs of this node in flight: claimed and not ended. During a backlog of short runs
-    /// up to [`SchedulerConfig::claim_ahead`] of them wait for a slot, so this may exceed
-    /// [`SchedulerConfig::slots`].
+    /// up to [`SchedulerConfig::claim_ahead`] of them wait for a slot, and up to
+    /// [`SchedulerConfig::lookahead_batch`] fires of an instant to come wait for it, so this
+    /// may exceed [`SchedulerConfig::slots`].
     pub fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }
