@@ -1024,18 +1024,11 @@ impl Machine {
         // Everything due by the crowded instant is claimed: how long its claims took widens
         // the next one's window.
         if got < chunks.asked
-            && let Some((instant, since)) = self.crowd
-            && pass.horizon >= instant
+            && self
+                .crowd
+                .is_some_and(|(instant, _)| pass.horizon >= instant)
         {
-            let took = Duration::try_from(now.duration_since(since)).unwrap_or_default();
-            // Quick to rise, slow to fall: one quicker instant does not leave the next, as
-            // crowded, to be claimed behind it.
-            self.crowd_span = took.max(self.crowd_span * 3 / 4);
-            self.crowd = None;
-            tracing::debug!(
-                "the fires due at {instant} were claimed in {took:?} (window now {:?})",
-                self.window()
-            );
+            self.crowd_claimed(now);
         }
         // Full: the part of the claim open to any run was filled, so more may be due than the
         // room (the reserved part stays empty when no recurring fire is due).
@@ -1055,6 +1048,22 @@ impl Machine {
         }
         chunks.chunk = chunks.chunk.saturating_mul(2);
         self.claim_chunk(pass, chunks, now, out);
+    }
+
+    /// The crowded instant's fires are all claimed at `now`: how long that took from its
+    /// first pass widens the next one's window ([`Machine::window`]).
+    fn crowd_claimed(&mut self, now: Timestamp) {
+        let Some((instant, since)) = self.crowd.take() else {
+            return;
+        };
+        let took = Duration::try_from(now.duration_since(since)).unwrap_or_default();
+        // Quick to rise, slow to fall: one quicker instant does not leave the next, as
+        // crowded, to be claimed behind it.
+        self.crowd_span = took.max(self.crowd_span * 3 / 4);
+        tracing::debug!(
+            "the fires due at {instant} were claimed in {took:?} (window now {:?})",
+            self.window()
+        );
     }
 
     /// The pass's room is claimed and its last claim was full: more is due now than there was

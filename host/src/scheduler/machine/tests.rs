@@ -1428,3 +1428,26 @@ fn long_runs_are_not_claimed_ahead_beyond_the_slots() {
         vec![claim(at(10), 9, 5)]
     );
 }
+
+#[test]
+fn the_window_rises_at_once_falls_by_quarters_and_is_bounded() {
+    let mut m = with_lookahead_batch(100);
+    assert_eq!(m.window(), Duration::from_millis(25), "no crowd yet");
+    let claimed_in = |m: &mut Machine, instant: Timestamp, began: i64, took: i64| {
+        m.crowd = Some((instant, ms(instant, began)));
+        m.crowd_claimed(ms(instant, began + took));
+    };
+    // An instant whose claims took 100 ms: the next window is 25 + 1.5 × 100 ms.
+    claimed_in(&mut m, at(10), -25, 100);
+    assert_eq!(m.window(), Duration::from_millis(175));
+    // A quicker one (10 ms) lowers the span by a quarter only: 75 ms.
+    claimed_in(&mut m, at(11), -175, 10);
+    assert_eq!(m.window(), Duration::from_micros(137_500));
+    // A slower one raises it at once; the window never exceeds MAX_LOOKAHEAD.
+    claimed_in(&mut m, at(12), -137, 2_000);
+    assert_eq!(m.window(), crate::scheduler::MAX_LOOKAHEAD);
+    // Off, the window is the plain lookahead whatever the crowds took.
+    let mut off = machine();
+    claimed_in(&mut off, at(10), -25, 100);
+    assert_eq!(off.window(), Duration::from_millis(25));
+}
