@@ -407,6 +407,14 @@ impl Run {
         }
     }
 
+    /// When this run may start: its fire time, or for a retry the time its delay ends (never
+    /// before the fire time). What a claim ahead records as a run's start and what the
+    /// scheduler waits for before calling its plugin.
+    pub fn start_at(&self) -> Timestamp {
+        self.next_attempt_at
+            .map_or(self.fire_time, |at| at.max(self.fire_time))
+    }
+
     /// Whether the run waits for its job's dependencies ([`crate::store::dependency`]): a
     /// first attempt, pending with a re-check time. A retry is never waiting (its attempt is
     /// above 1: its first attempt passed the dependency rule), a queued run has no re-check

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use takt_core::run::{PluginBuild, Run, RunEvent, RunId, RunState};
+use takt_core::run::{PluginBuild, RunEvent, RunId, RunState};
 use takt_core::store::{ClaimedRun, RunFinish, Store};
 use tokio::sync::watch;
 
@@ -19,12 +19,6 @@ use crate::plugins::build_of;
 pub const ORPHANED: &str = "the claim of this run lost its connection before the node heard of \
      it, so it was never started; failed to be retried per policy";
 
-/// When a claimed run may start: its fire time, or for a retry the time its delay ends.
-pub(super) fn start_at(run: &Run) -> jiff::Timestamp {
-    run.next_attempt_at
-        .map_or(run.fire_time, |at| at.max(run.fire_time))
-}
-
 /// Executes one claimed run; returns how it ended, for the machine to decide its state.
 pub(super) async fn execute<S: Store + Clone + 'static>(
     ctx: &Ctx<S>,
@@ -34,7 +28,7 @@ pub(super) async fn execute<S: Store + Clone + 'static>(
 ) -> Ended {
     let ClaimedRun { run, job, .. } = claimed;
     let builtin = crate::builtin::is_builtin(&job.handler_type);
-    let start = start_at(&run);
+    let start = run.start_at();
     // Claimed ahead (the lookahead): a plugin run is handed to the executor now, with its
     // start instant, so that its thread is ready and wakes at the fire time; a built-in
     // run, or one on a clock that does not move with real time, waits here.

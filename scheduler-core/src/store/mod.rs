@@ -251,9 +251,7 @@ impl ClaimParams {
         lease_until: Timestamp,
         retry: &RetryPolicy,
     ) -> Result<(), TransitionError> {
-        let starts = run
-            .next_attempt_at
-            .map_or(run.fire_time, |at| at.max(run.fire_time));
+        let starts = run.start_at();
         run.apply(
             RunEvent::Claimed {
                 node: self.node.clone(),

@@ -1118,7 +1118,7 @@ impl Machine {
                 cancel_asked: false,
                 recurring: claimed.recurring_fire,
                 ends_early: !claimed.job.is_recurring() && claimed.job.group.is_none(),
-                start: super::run::start_at(&claimed.run),
+                start: claimed.run.start_at(),
             },
         );
         out.push(Step::Publish(SchedulerEvent::Started {
