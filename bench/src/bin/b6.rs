@@ -14,7 +14,10 @@
 //! * missed: every-second fires due in `[T0 + 2 s, T0 + seconds − 5 s)` (C per second) with no
 //!   body by the end of the window; the lateness of the cron bodies; and the fires recorded
 //!   as skipped (misfire) in the `runs` table;
-//! * drain: N divided by the time from `T0` to the N-th one-off body.
+//! * drain: N divided by the time from `T0` to the N-th one-off body;
+//! * during the drain: the lateness of the cron bodies whose fire is after `T0` and not after
+//!   the N-th one-off body — the seconds a burst is being drained. `T0`'s own fires are left
+//!   out: they are due as the nodes start, so no scheduler could have claimed them ahead.
 //!
 //! Peer: apalis-postgres (apalis-peer/, bin `b5-apalis`) drains N tasks with 1, 2 and 4 worker
 //! processes (concurrency 64, batch 64 each); apalis-postgres has no durable cron (apalis-cron
@@ -158,6 +161,9 @@ struct Figures {
     skipped: i64,
     /// Lateness of cron bodies in the counted window, ms (p50, p99, max).
     late: (f64, f64, f64),
+    /// Lateness of cron bodies fired after T0 while the one-offs drained, ms (p50, p99), and
+    /// how many there were (0: the drain ended before T0's next second).
+    burst_late: (f64, f64, usize),
     /// Bodies per node (takt) or worker process (apalis).
     per_node: Vec<usize>,
 }
@@ -204,8 +210,8 @@ async fn parent_main(args: &Args, base: &str, db: &str) {
             let f = takt_round(&url, k, n, crons, seconds).await;
             eprintln!(
                 "round {}: takt, {k} node(s) — drain {}; duplicates {}; missed {} of {} \
-                 (skipped rows {}); cron lateness p50 {:.0} / p99 {:.0} / max {:.0} ms; bodies \
-                 per node {:?}",
+                 (skipped rows {}); cron lateness p50 {:.0} / p99 {:.0} / max {:.0} ms; during \
+                 the drain p50 {:.0} / p99 {:.0} ms of {} fires; bodies per node {:?}",
                 round + 1,
                 f.drain_rate
                     .map_or(format!("INCOMPLETE ({} of {n})", f.drained), |r| {
@@ -218,6 +224,9 @@ async fn parent_main(args: &Args, base: &str, db: &str) {
                 f.late.0,
                 f.late.1,
                 f.late.2,
+                f.burst_late.0,
+                f.burst_late.1,
+                f.burst_late.2,
                 f.per_node,
             );
             takt[i].push(f);
@@ -406,6 +415,7 @@ fn figures(bodies: &[Body], n: usize, crons: usize, start_at: i64, from: i64, to
     let mut expected = 0;
     let mut missed = 0;
     let mut late = Vec::new();
+    let mut burst = Vec::new();
     if crons > 0 {
         // Whole seconds in [from, to).
         let first = (from + 999) / 1_000 * 1_000;
@@ -426,8 +436,19 @@ fn figures(bodies: &[Body], n: usize, crons: usize, start_at: i64, from: i64, to
                 late.push((at - fire) as f64);
             }
         }
+        // T0 is the first whole second at or after the start; the drain ends at the N-th
+        // one-off body.
+        let t0 = (start_at + 999) / 1_000 * 1_000;
+        if let Some(&end) = once.get(n.wrapping_sub(1)) {
+            for (name, fire, at) in bodies {
+                if name.starts_with("b6-cron-") && *fire > t0 && *fire <= end {
+                    burst.push((at - fire) as f64);
+                }
+            }
+        }
     }
     let late = sorted(&late);
+    let burst = sorted(&burst);
     Figures {
         drain_rate,
         drained,
@@ -440,6 +461,7 @@ fn figures(bodies: &[Body], n: usize, crons: usize, start_at: i64, from: i64, to
             quantile(&late, 0.99),
             late.last().copied().unwrap_or(f64::NAN),
         ),
+        burst_late: (quantile(&burst, 0.5), quantile(&burst, 0.99), burst.len()),
         per_node: Vec::new(),
     }
 }
@@ -573,6 +595,7 @@ fn report(
             let skipped: Vec<i64> = fs.iter().map(|f| f.skipped).collect();
             let (p50, _, _) = mm(fs.iter().map(|f| f.late.0).collect());
             let (p99, p99lo, p99hi) = mm(fs.iter().map(|f| f.late.1).collect());
+            let burst: Vec<f64> = fs.iter().map(|f| f.burst_late.1).collect();
             let is_takt = contender == "takt";
             rows.push(vec![
                 format!("{contender}, {k} node(s)"),
@@ -602,6 +625,11 @@ fn report(
                 } else {
                     "—".into()
                 },
+                if is_takt {
+                    format!("{:?}", burst.iter().map(|v| v.round()).collect::<Vec<_>>())
+                } else {
+                    "—".into()
+                },
             ]);
             items.push(json!({
                 "contender": contender,
@@ -615,6 +643,9 @@ fn report(
                 "cron_lateness_ms_p50": fs.iter().map(|f| f.late.0).collect::<Vec<_>>(),
                 "cron_lateness_ms_p99": fs.iter().map(|f| f.late.1).collect::<Vec<_>>(),
                 "cron_lateness_ms_max": fs.iter().map(|f| f.late.2).collect::<Vec<_>>(),
+                "drain_cron_lateness_ms_p50": fs.iter().map(|f| f.burst_late.0).collect::<Vec<_>>(),
+                "drain_cron_lateness_ms_p99": fs.iter().map(|f| f.burst_late.1).collect::<Vec<_>>(),
+                "drain_cron_fires": fs.iter().map(|f| f.burst_late.2).collect::<Vec<_>>(),
                 "bodies_per_node": fs.iter().map(|f| f.per_node.clone()).collect::<Vec<_>>(),
             }));
         }
@@ -643,6 +674,7 @@ fn report(
             "missed every-second fires",
             "skipped rows",
             "cron lateness p50 / p99 ms",
+            "during the drain: cron p99 ms, per round",
         ],
         &rows,
     );

@@ -344,6 +344,9 @@ struct Pass {
     error: Option<PassError>,
     /// Whether the claim took anything.
     progressed: bool,
+    /// Every recurring fire due by the horizon, an instant to come, is claimed
+    /// ([`Machine::claimed`]): a full claim then means only other runs are left, due now.
+    instant_claimed: bool,
 }
 
 /// The claim chunks of a pass.
@@ -414,13 +417,22 @@ pub(crate) struct Machine {
     /// time), `None` before the first: how many runs the slots finish during a pass
     /// ([`Machine::ahead`]).
     mean_run: Option<Duration>,
-    /// The crowded instant being claimed ahead (a pass's horizon ahead of its start) and when
-    /// its first pass began: [`Machine::window`].
+    /// The crowded instant being claimed (ahead of it: a pass's horizon ahead of its start;
+    /// or behind it: a claim full of its recurring fires) and when its first pass began:
+    /// [`Machine::window`].
     crowd: Option<(Timestamp, Timestamp)>,
-    /// How long a crowded instant's claims take, from its first pass to the claim that
-    /// found nothing more due by it: the last one's, or three quarters of the one before
+    /// How long a crowded instant's claims take, from its first pass to the claim that took
+    /// the last recurring fire due by it: the last one's, or three quarters of the one before
     /// when that is more.
     crowd_span: Duration,
+    /// The earliest next fire, after the horizon they were claimed by, of the recurring fires
+    /// this node claimed lately: during a backlog, where no next due instant is read
+    /// ([`Machine::after_full_claim`]), the instant the passes claim ahead of once it is
+    /// within the window. It may be later than the store's next recurring fire (another
+    /// job's, which this node did not claim), and that costs nothing: a claim up to an
+    /// instant takes everything due by it, and a fire due before it is claimed by the
+    /// backlog's passes as before.
+    recurring_next: Option<Timestamp>,
     outage: Outage,
 }
 
@@ -445,6 +457,7 @@ impl Machine {
             mean_run: None,
             crowd: None,
             crowd_span: Duration::ZERO,
+            recurring_next: None,
             outage: Outage::default(),
         }
     }
@@ -716,6 +729,7 @@ impl Machine {
             horizon,
             error: None,
             progressed: false,
+            instant_claimed: false,
         };
         if now >= self.next_renew {
             let until = now.checked_add(self.config.lease).unwrap_or(Timestamp::MAX);
@@ -1016,6 +1030,24 @@ impl Machine {
         let due_again = claimed
             .iter()
             .any(|c| c.job.next_fire.is_some_and(|nf| nf <= pass.horizon));
+        self.learn_recurring_next(&claimed, pass.horizon);
+        let recurring = claimed.iter().filter(|c| c.recurring_fire);
+        let recurring_got = recurring.clone().count();
+        let latest_recurring = recurring.map(|c| c.run.fire_time).max();
+        // The claim's fairness share gives recurring fires at least half of a claim when more
+        // is due than it takes (`Store::run_claim_due`): fewer than that, or a claim that
+        // came back short, and every recurring fire due by the horizon is claimed.
+        let all_recurring_claimed = got < chunks.asked || recurring_got < chunks.asked.div_ceil(2);
+        pass.instant_claimed = pass.horizon > pass.now && all_recurring_claimed;
+        // A crowded instant claimed behind it (a backlog, a start) is timed too, from the
+        // pass of its first claim: the window of the next one is learned before it comes.
+        if pass.horizon == pass.now
+            && self.crowd.is_none()
+            && !all_recurring_claimed
+            && let Some(instant) = latest_recurring
+        {
+            self.crowd = Some((instant, pass.now));
+        }
         for c in claimed {
             self.start(c, out);
         }
@@ -1023,7 +1055,7 @@ impl Machine {
         pass.progressed |= chunks.taken > 0;
         // Everything due by the crowded instant is claimed: how long its claims took widens
         // the next one's window.
-        if got < chunks.asked
+        if all_recurring_claimed
             && self
                 .crowd
                 .is_some_and(|(instant, _)| pass.horizon >= instant)
@@ -1048,6 +1080,24 @@ impl Machine {
         }
         chunks.chunk = chunks.chunk.saturating_mul(2);
         self.claim_chunk(pass, chunks, now, out);
+    }
+
+    /// Keeps [`Machine::recurring_next`] from a claim up to `horizon`: an instant reached by
+    /// the claim is over (its fires claimed here have moved on), and the recurring fires
+    /// claimed tell, by their jobs' next fires, when the next ones are due.
+    fn learn_recurring_next(&mut self, claimed: &[ClaimedRun], horizon: Timestamp) {
+        if self.recurring_next.is_some_and(|r| r <= horizon) {
+            self.recurring_next = None;
+        }
+        let next = claimed
+            .iter()
+            .filter(|c| c.recurring_fire)
+            .filter_map(|c| c.job.next_fire)
+            .filter(|nf| *nf > horizon)
+            .min();
+        if let Some(next) = next {
+            self.recurring_next = Some(self.recurring_next.map_or(next, |r| r.min(next)));
+        }
     }
 
     /// The crowded instant's fires are all claimed at `now`: how long that took from its
@@ -1078,10 +1128,18 @@ impl Machine {
     /// A pass that claimed ahead of an instant to come (its horizon) and filled its room
     /// keeps that instant planned: more of its fires may be due, and the next pass claims
     /// them ahead too, at once while there is room for them.
+    ///
+    /// During a backlog the instant to come is that of the next recurring fires as the claims
+    /// saw it ([`Machine::recurring_next`]): once it is within the window, the backlog's
+    /// passes claim up to it, so a schedule's fires are claimed ahead of their instant while
+    /// the backlog drains, as they are without one (B6: 1 000 every-second crons behind
+    /// 10 000 one-offs were claimed only after their instant, at half of each claim, and ran
+    /// 100–300 ms late). A node whose slots are all taken wakes when that window opens, as
+    /// the fires may wait beyond its slots ([`SchedulerConfig::lookahead_batch`]).
     fn after_full_claim(&mut self, pass: Pass, now: Timestamp, out: &mut Vec<Step>) {
         self.last_pass = Duration::try_from(now.duration_since(pass.now)).unwrap_or_default();
         let free = self.free(now);
-        if pass.horizon > now {
+        if pass.horizon > now && !pass.instant_claimed {
             self.planned = Some(pass.horizon);
             if !self.paused && self.room(&pass, now) > 0 {
                 return self.poke(now, out);
@@ -1091,12 +1149,21 @@ impl Machine {
         if !self.paused && free.others == 0 && free.any > 0 {
             return self.after_claim(pass, now, out);
         }
-        self.planned = None;
-        if !self.paused && free.others > 0 {
+        self.planned = self.recurring_next.filter(|r| *r > now);
+        let ahead = self.horizon(now) > now && free.any + free.ahead_of_time > 0;
+        if !self.paused && (free.others > 0 || ahead) {
             // `claimed` left the phase Idle: the poke passes again, or gathers first.
             return self.poke(now, out);
         }
-        self.sleep(Some(self.next_renew), self.config.safety_poll, now, out);
+        // Only fires that may wait beyond the slots can be claimed with every slot taken.
+        let window = jiff::SignedDuration::try_from(self.window()).unwrap_or_default();
+        let wake = self
+            .planned
+            .filter(|_| self.config.lookahead_batch > 0)
+            .and_then(|p| p.checked_sub(window).ok())
+            .filter(|w| *w > now)
+            .map_or(self.next_renew, |w| w.min(self.next_renew));
+        self.sleep(Some(wake), self.config.safety_poll, now, out);
     }
 
     /// Hands a claimed run to the shell. A run claimed ahead of its fire time (the lookahead)

@@ -1451,3 +1451,111 @@ fn the_window_rises_at_once_falls_by_quarters_and_is_bounded() {
     claimed_in(&mut off, at(10), -25, 100);
     assert_eq!(off.window(), Duration::from_millis(25));
 }
+
+/// `c`, a recurring fire whose job fires next at `next`.
+fn recurring_next_at(c: ClaimedRun, next: Timestamp) -> ClaimedRun {
+    let mut c = recurring(c);
+    c.job.next_fire = Some(next);
+    c
+}
+
+/// A fresh machine's first pass at t0 claims its whole room (four slots) full: two one-offs
+/// and two recurring fires whose jobs fire next at at(1). A backlog: no next due is read.
+fn backlog_with_crons_next_at_one(m: &mut Machine) -> Vec<Step> {
+    renewed_and_recovered(m);
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), t0()),
+        vec![claim(t0(), 4, 0)]
+    );
+    let runs = vec![
+        claimed(1, 1, t0()),
+        claimed(2, 2, t0()),
+        recurring_next_at(claimed(3, 3, t0()), at(1)),
+        recurring_next_at(claimed(4, 4, t0()), at(1)),
+    ];
+    let steps = m.handle(Event::Claimed(Ok(runs)), t0());
+    assert!(!steps.iter().any(|s| matches!(s, Step::ReadNextDue { .. })));
+    steps
+}
+
+#[test]
+fn a_backlog_claims_the_next_recurring_instant_ahead_of_it() {
+    let mut m = with_lookahead_batch(100);
+    // Every slot taken: the node wakes when the window of the crons' next instant opens
+    // (it knows the instant from their claim), not at the renewal.
+    let wake = ms(at(1), -25);
+    let steps = backlog_with_crons_next_at_one(&mut m);
+    assert_eq!(steps.last(), sleep(wake).last());
+    // That pass claims up to the instant, beyond the slots, for recurring fires only.
+    let steps = m.handle(Event::Timer, wake);
+    assert_eq!(
+        prepared_ahead(&mut m, &steps, wake, at(1)),
+        vec![claim(at(1), 32, 32)]
+    );
+    // The instant's fires are claimed (their jobs move on to at(2)); the claim came back
+    // short, so the next due instant is read as usual.
+    let crons: Vec<_> = (5..15)
+        .map(|i| recurring_next_at(claimed(i, i, at(1)), at(2)))
+        .collect();
+    let steps = m.handle(Event::Claimed(Ok(crons)), wake);
+    assert_eq!(steps.last(), Some(&Step::ReadNextDue { set: DueSet::All }));
+    // The claim reached at(1): what the backlog's passes plan next is at(2), from the
+    // fires just claimed.
+    assert_eq!(m.recurring_next, Some(at(2)));
+}
+
+#[test]
+fn without_lookahead_batch_a_backlog_claims_the_next_recurring_instant_in_its_slots() {
+    let mut m = machine();
+    // No fire may wait beyond the slots: a node at capacity waits for an end as before.
+    let steps = backlog_with_crons_next_at_one(&mut m);
+    assert_eq!(steps.last(), sleep(at(27)).last());
+    // An end within the instant's window: the pass claims up to the instant, in its slots.
+    let now = ms(at(1), -20);
+    let steps = m.handle(
+        ended(
+            &claimed(1, 1, t0()),
+            RunEvent::Succeeded { result_json: None },
+        ),
+        now,
+    );
+    assert_eq!(
+        prepared_ahead(&mut m, &steps, now, at(1)),
+        vec![claim(at(1), 1, 0)]
+    );
+    // A one-off fills it: fewer recurring fires than their share, so every one due by the
+    // instant is claimed and the passes stop claiming up to it (its fires are all here).
+    let steps = m.handle(Event::Claimed(Ok(vec![claimed(9, 9, t0())])), now);
+    assert_eq!(steps.last(), sleep(at(27)).last());
+    assert_eq!(m.planned, None);
+}
+
+#[test]
+fn a_crowded_instant_claimed_behind_it_widens_the_next_window() {
+    let mut m = with_lookahead_batch(100);
+    // Four fires of t0 fill the first claim: more of the instant may be due.
+    renewed_and_recovered(&mut m);
+    m.handle(Event::Prepared(Ok(Prepared::default())), t0());
+    let crons: Vec<_> = (1..=4)
+        .map(|i| recurring_next_at(claimed(i, i, t0()), at(1)))
+        .collect();
+    let steps = m.handle(Event::Claimed(Ok(crons.clone())), t0());
+    assert_eq!(steps.last(), sleep(ms(at(1), -25)).last());
+    // They end 100 ms later; the pass then takes the instant's last fire and one-offs.
+    let now = ms(t0(), 100);
+    let mut steps = Vec::new();
+    for c in &crons {
+        // The last end frees the whole room: no gathering.
+        steps = m.handle(ended(c, RunEvent::Succeeded { result_json: None }), now);
+    }
+    assert_eq!(steps.last(), Some(&Step::Prepare { now, horizon: now }));
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![claim(now, 4, 0)]
+    );
+    let mut runs = vec![recurring_next_at(claimed(5, 5, t0()), at(1))];
+    runs.extend((6..=8).map(|i| claimed(i, i, t0())));
+    // The instant's claims took 100 ms: the window before at(1) is 25 + 1.5 × 100 ms.
+    let steps = m.handle(Event::Claimed(Ok(runs)), now);
+    assert_eq!(steps.last(), sleep(ms(at(1), -175)).last());
+}
