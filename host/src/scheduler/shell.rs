@@ -69,6 +69,45 @@ struct Resources {
     abandoned_alive: usize,
     /// Per run in flight, what the observer is told at its end: job, job name, fire time.
     observed: HashMap<RunId, (JobId, String, Timestamp)>,
+    /// Runs of this node that ended for good (no retry) and whose end is being recorded, by
+    /// job: [`Ending`].
+    ending: Ending,
+}
+
+/// The runs whose end is being recorded, by job: still running in the store until their
+/// record commits, though they ran their course here. A preparation does not count them as
+/// in flight ([`prepare`]): during a backlog the records of thousands of ends queue for the
+/// database, and an every-second cron whose last run had ended but was not yet recorded was
+/// taken for an overlap and its fire skipped (B6).
+#[derive(Debug, Default)]
+struct Ending {
+    runs: HashMap<RunId, JobId>,
+    jobs: HashMap<JobId, u32>,
+}
+
+impl Ending {
+    fn insert(&mut self, run: RunId, job: JobId) {
+        if self.runs.insert(run, job).is_none() {
+            *self.jobs.entry(job).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, run: RunId) {
+        let Some(job) = self.runs.remove(&run) else {
+            return;
+        };
+        if let Some(n) = self.jobs.get_mut(&job) {
+            *n -= 1;
+            if *n == 0 {
+                self.jobs.remove(&job);
+            }
+        }
+    }
+
+    /// How many of `job`'s runs ended here and are being recorded.
+    fn of(&self, job: JobId) -> u32 {
+        self.jobs.get(&job).copied().unwrap_or(0)
+    }
 }
 
 impl<S: Store + Clone + 'static> Shell<S> {
@@ -87,6 +126,7 @@ impl<S: Store + Clone + 'static> Shell<S> {
             inputs_open: true,
             abandoned_alive: 0,
             observed: HashMap::new(),
+            ending: Ending::default(),
         };
         // The answer to the outstanding call, fed before anything else.
         let mut answer: Option<Event> = Some(Event::Wake);
@@ -242,6 +282,13 @@ impl<S: Store + Clone + 'static> Shell<S> {
                 let ctx = self.ctx.clone();
                 let stop = self.stop.subscribe();
                 let observed = res.observed.remove(&run);
+                // Ended for good: not in flight for the overlap decisions, though the store
+                // says running until the record commits. A retry stays in flight (pending).
+                if finish.retry_at.is_none()
+                    && let Some((job, _, _)) = &observed
+                {
+                    res.ending.insert(run, *job);
+                }
                 let task = res.records.spawn(async move {
                     let state = run::record(&ctx.store, run, attempt, &finish, stop).await;
                     if let (Some(state), Some((job, name, fire))) = (state, observed) {
@@ -312,7 +359,9 @@ impl<S: Store + Clone + 'static> Shell<S> {
                     .await
                     .map(|runs| runs.len()),
             ),
-            Step::Prepare { now, horizon } => Event::Prepared(prepare(ctx, now, horizon).await),
+            Step::Prepare { now, horizon } => {
+                Event::Prepared(prepare(ctx, now, horizon, &res.ending).await)
+            }
             Step::Claim {
                 horizon,
                 limit,
@@ -443,10 +492,12 @@ fn record_joined(
     match joined {
         Ok((task, (run, state))) => {
             res.record_of_task.remove(&task);
+            res.ending.remove(run);
             Event::RunRecorded { run, state }
         }
         Err(e) => match res.record_of_task.remove(&e.id()) {
             Some(run) => {
+                res.ending.remove(run);
                 tracing::error!("recording the end of run {run} panicked: {e}");
                 Event::RunRecorded { run, state: None }
             }
@@ -456,19 +507,26 @@ fn record_joined(
 }
 
 /// The preparation of a pass ([`Step::Prepare`]): reads the first `claim_batch` due jobs in
-/// claim order, lets [`prepare`]'s decisions say what to write, and writes it.
+/// claim order, lets [`prepare`]'s decisions say what to write, and writes it. The runs of
+/// `ending` ran their course here: not in flight, though still running in the store.
 async fn prepare<S: Store>(
     ctx: &Ctx<S>,
     now: Timestamp,
     horizon: Timestamp,
+    ending: &Ending,
 ) -> Result<Prepared, StoreError> {
     let store = &ctx.store;
     let mut out = Prepared::default();
     // Due by the horizon (decided ahead, with the claim); late by the real clock.
-    for due in store
+    for mut due in store
         .job_due(horizon, ctx.config.claim_batch, &ctx.config.tags)
         .await?
     {
+        due.running = due.running.saturating_sub(ending.of(due.id));
+        if prepare::fire_to_come_waits(&due, now) {
+            out.held = Some(out.held.map_or(due.next_fire, |h| h.min(due.next_fire)));
+            continue;
+        }
         if !prepare::needs_decision(&due, now) {
             continue;
         }
@@ -560,4 +618,25 @@ async fn busy_since<S: Store>(store: &S, job: JobId) -> Result<Option<Timestamp>
         }
     }
     Ok(since)
+}
+
+#[cfg(test)]
+mod ending_tests {
+    use super::*;
+
+    #[test]
+    fn ending_counts_each_run_once_per_job_until_recorded() {
+        let mut e = Ending::default();
+        e.insert(RunId(1), JobId(7));
+        e.insert(RunId(1), JobId(7));
+        e.insert(RunId(2), JobId(7));
+        e.insert(RunId(3), JobId(8));
+        assert_eq!((e.of(JobId(7)), e.of(JobId(8)), e.of(JobId(9))), (2, 1, 0));
+        e.remove(RunId(1));
+        e.remove(RunId(1));
+        e.remove(RunId(3));
+        assert_eq!((e.of(JobId(7)), e.of(JobId(8))), (1, 0));
+        e.remove(RunId(2));
+        assert!(e.jobs.is_empty() && e.runs.is_empty());
+    }
 }

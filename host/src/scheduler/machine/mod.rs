@@ -433,6 +433,9 @@ pub(crate) struct Machine {
     /// instant takes everything due by it, and a fire due before it is claimed by the
     /// backlog's passes as before.
     recurring_next: Option<Timestamp>,
+    /// A fire to come that a preparation left to its time ([`prepare::Prepared::held`]):
+    /// no pass claims ahead of it, so its instant is decided and claimed when it comes.
+    held: Option<Timestamp>,
     outage: Outage,
 }
 
@@ -458,6 +461,7 @@ impl Machine {
             crowd: None,
             crowd_span: Duration::ZERO,
             recurring_next: None,
+            held: None,
             outage: Outage::default(),
         }
     }
@@ -717,6 +721,9 @@ impl Machine {
     fn start_pass(&mut self, now: Timestamp, out: &mut Vec<Step>) {
         self.wake_pending = false;
         self.gather_until = None;
+        if self.held.is_some_and(|h| h <= now) {
+            self.held = None;
+        }
         if self.stop.is_some() {
             return self.begin_drain(now, out);
         }
@@ -744,12 +751,30 @@ impl Machine {
     /// ([`Machine::window`]), a pass at `now` decides and claims up to it, and its runs start
     /// at their fire times (see `SchedulerConfig::lookahead`). Otherwise (a late or a stale
     /// plan) up to now: the claim's instant is also the runs' recorded start.
+    ///
+    /// Never up to or past a fire a preparation left to its time ([`Machine::held`]).
     fn horizon(&self, now: Timestamp) -> Timestamp {
         let window = jiff::SignedDuration::try_from(self.window()).unwrap_or_default();
         match self.planned {
-            Some(d) if d > now && now.checked_add(window).is_ok_and(|a| d <= a) => d,
+            Some(d)
+                if d > now
+                    && now.checked_add(window).is_ok_and(|a| d <= a)
+                    && self.held.is_none_or(|h| h <= now || d < h) =>
+            {
+                d
+            }
             _ => now,
         }
+    }
+
+    /// When to wake for the due instant `due`: the window before it, or the instant itself
+    /// when it is held to its time ([`Machine::held`]).
+    fn wake_for(&self, due: Timestamp) -> Timestamp {
+        if self.held.is_some_and(|h| due >= h) {
+            return due;
+        }
+        let window = jiff::SignedDuration::try_from(self.window()).unwrap_or_default();
+        due.checked_sub(window).unwrap_or(due)
     }
 
     fn renewed(
@@ -900,6 +925,11 @@ impl Machine {
         match result {
             Ok(prepared) => {
                 changed = prepared.changed;
+                if let Some(fire) = prepared.held {
+                    // Prepare again up to now: the fires to come are claimed at their time.
+                    self.held = Some(self.held.map_or(fire, |h| h.min(fire)));
+                    changed = true;
+                }
                 for (job, fire) in prepared.cancel_running {
                     changed |= self.cancel_running_of(job, fire, out);
                 }
@@ -1156,11 +1186,10 @@ impl Machine {
             return self.poke(now, out);
         }
         // Only fires that may wait beyond the slots can be claimed with every slot taken.
-        let window = jiff::SignedDuration::try_from(self.window()).unwrap_or_default();
         let wake = self
             .planned
             .filter(|_| self.config.lookahead_batch > 0)
-            .and_then(|p| p.checked_sub(window).ok())
+            .map(|p| self.wake_for(p))
             .filter(|w| *w > now)
             .map_or(self.next_renew, |w| w.min(self.next_renew));
         self.sleep(Some(wake), self.config.safety_poll, now, out);
@@ -1244,10 +1273,7 @@ impl Machine {
         // a claim waits for a wake or the safety poll.
         let wake = due
             .filter(|d| has_free && *d > pass.horizon)
-            .map(|d| {
-                let window = jiff::SignedDuration::try_from(self.window()).unwrap_or_default();
-                d.checked_sub(window).unwrap_or(d)
-            })
+            .map(|d| self.wake_for(d))
             .map_or(self.next_renew, |d| d.min(self.next_renew));
         self.sleep(Some(wake), self.config.safety_poll, now, out);
     }

@@ -24,6 +24,20 @@ pub(crate) struct Prepared {
     /// Jobs whose overlap policy `cancel-running` asks their running runs to stop, with the
     /// fire that starts instead.
     pub cancel_running: Vec<(JobId, Timestamp)>,
+    /// The earliest fire still to come (a pass deciding ahead of an instant) of a job with a
+    /// run in flight: not decided now, since that run may end before the fire and an
+    /// overlap is a fire whose time comes while a run is in flight. The machine claims
+    /// nothing ahead of it; it is decided and claimed at its time ([`fire_to_come_waits`]).
+    pub held: Option<Timestamp>,
+}
+
+/// Whether `due`'s fire must wait for its time to be decided: it is still to come at `now`
+/// (a pass claiming ahead of an instant) and its job has a run in flight that the overlap
+/// policy would weigh. Deciding it ahead would skip (or queue) a fire whose run before it
+/// ends in time: with claims up to 500 ms ahead (`lookahead_batch`), an every-second cron
+/// whose last run's end was still being recorded during a backlog was skipped (B6).
+pub(crate) fn fire_to_come_waits(due: &DueJob, now: Timestamp) -> bool {
+    due.next_fire > now && is_busy(due) && due.overlap != OverlapPolicy::Allow
 }
 
 /// A write one decision asks for, in order.
@@ -157,4 +171,47 @@ pub(crate) fn overlap_writes(
 
 fn lateness(now: Timestamp, fire: Timestamp) -> std::time::Duration {
     std::time::Duration::try_from(now.duration_since(fire)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(fire: &str, overlap: OverlapPolicy, running: u32, pending: u32) -> DueJob {
+        let mut job = JobDef::new("cron", "testing::echo").unwrap();
+        job.id = Some(JobId(1));
+        job.next_fire = Some(fire.parse().unwrap());
+        job.overlap = overlap;
+        DueJob::of(&job, running, pending).unwrap()
+    }
+
+    #[test]
+    fn only_a_fire_to_come_of_a_busy_job_waits_for_its_time() {
+        let now: Timestamp = "2026-03-01T00:00:09.500Z".parse().unwrap();
+        let ahead = "2026-03-01T00:00:10Z";
+        // A run (or a queued one) in flight, the fire still to come: decided at its time.
+        assert!(fire_to_come_waits(
+            &due(ahead, OverlapPolicy::Skip, 1, 0),
+            now
+        ));
+        assert!(fire_to_come_waits(
+            &due(ahead, OverlapPolicy::QueueOne, 0, 1),
+            now
+        ));
+        // Idle, or overlap allowed: nothing to weigh, decided now.
+        assert!(!fire_to_come_waits(
+            &due(ahead, OverlapPolicy::Skip, 0, 0),
+            now
+        ));
+        assert!(!fire_to_come_waits(
+            &due(ahead, OverlapPolicy::Allow, 1, 0),
+            now
+        ));
+        // A fire whose time has come is decided now, busy or not.
+        let come = "2026-03-01T00:00:09.500Z";
+        assert!(!fire_to_come_waits(
+            &due(come, OverlapPolicy::Skip, 1, 0),
+            now
+        ));
+    }
 }

@@ -453,7 +453,7 @@ fn preparing_that_changed_something_prepares_again_before_claiming() {
     renewed_and_recovered(&mut m);
     let changed = Prepared {
         changed: true,
-        cancel_running: vec![],
+        ..Prepared::default()
     };
     assert_eq!(
         m.handle(Event::Prepared(Ok(changed)), t0()),
@@ -883,8 +883,8 @@ fn cancel_running_asks_each_run_once_and_warns_for_other_nodes() {
     let now = at(10);
     m.handle(Event::Wake, now);
     let prepared = || Prepared {
-        changed: false,
         cancel_running: vec![(JobId(7), now), (JobId(8), now)],
+        ..Prepared::default()
     };
     // Job 7's run is here: cancelled, and the pass prepares again; job 8's is elsewhere.
     assert_eq!(
@@ -1558,4 +1558,52 @@ fn a_crowded_instant_claimed_behind_it_widens_the_next_window() {
     // The instant's claims took 100 ms: the window before at(1) is 25 + 1.5 × 100 ms.
     let steps = m.handle(Event::Claimed(Ok(runs)), now);
     assert_eq!(steps.last(), sleep(ms(at(1), -175)).last());
+}
+
+#[test]
+fn a_fire_to_come_of_a_busy_job_is_decided_and_claimed_at_its_time() {
+    let mut m = with_lookahead_batch(100);
+    let now = ms(at(10), -25);
+    woken_before_the_instant(&mut m, now);
+    // The preparation up to at(10) finds a job whose run is in flight: its fire is left to
+    // its time, so the pass prepares again up to now and claims nothing ahead.
+    let held = Prepared {
+        held: Some(at(10)),
+        ..Prepared::default()
+    };
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(held)), now),
+        vec![Step::Prepare { now, horizon: now }]
+    );
+    assert_eq!(
+        m.handle(Event::Prepared(Ok(Prepared::default())), now),
+        vec![claim(now, 4, 0)]
+    );
+    // Nothing due now: the loop sleeps to the instant itself, not to its window.
+    m.handle(Event::Claimed(Ok(vec![])), now);
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(10)))), now),
+        sleep(at(10))
+    );
+    // At the instant the hold is over: its fires are decided and claimed then.
+    assert_eq!(
+        m.handle(Event::Timer, at(10)),
+        vec![Step::Prepare {
+            now: at(10),
+            horizon: at(10)
+        }]
+    );
+    // And the next instant is claimed ahead again, at its window (its 25 ms, widened by the
+    // 25 ms the held instant's claims took from its first pass).
+    m.handle(Event::Prepared(Ok(Prepared::default())), at(10));
+    m.handle(Event::Claimed(Ok(fires(1, 2, at(10)))), at(10));
+    assert_eq!(m.window(), Duration::from_micros(62_500));
+    assert_eq!(
+        m.handle(Event::NextDue(Ok(Some(at(11)))), at(10)),
+        sleep(
+            at(11)
+                .checked_sub(SignedDuration::from_micros(62_500))
+                .unwrap()
+        )
+    );
 }
