@@ -344,9 +344,6 @@ struct Pass {
     error: Option<PassError>,
     /// Whether the claim took anything.
     progressed: bool,
-    /// Every recurring fire due by the horizon, an instant to come, is claimed
-    /// ([`Machine::claimed`]): a full claim then means only other runs are left, due now.
-    instant_claimed: bool,
 }
 
 /// The claim chunks of a pass.
@@ -736,7 +733,6 @@ impl Machine {
             horizon,
             error: None,
             progressed: false,
-            instant_claimed: false,
         };
         if now >= self.next_renew {
             let until = now.checked_add(self.config.lease).unwrap_or(Timestamp::MAX);
@@ -986,7 +982,7 @@ impl Machine {
         if self.stop.is_some() {
             return self.begin_drain(now, out);
         }
-        let free = self.room(&pass, now);
+        let free = self.room(pass.horizon, now);
         if free > 0 && !self.paused {
             let limit = free.min(self.config.claim_batch);
             let chunks = Chunks {
@@ -1002,13 +998,14 @@ impl Machine {
         }
     }
 
-    /// What `pass` may claim at `now`: the free slots, and when its horizon is still to come
-    /// the room for fires claimed ahead of their time ([`SchedulerConfig::lookahead_batch`]).
+    /// What a pass up to `horizon` may claim at `now`: the free slots, and when the horizon
+    /// is still to come the room for fires claimed ahead of their time
+    /// ([`SchedulerConfig::lookahead_batch`]).
     /// That room is beyond what is free for other runs, so the claim leaves it to recurring
     /// fires ([`Machine::claim_chunk`]'s `recurring_only`).
-    fn room(&self, pass: &Pass, now: Timestamp) -> usize {
+    fn room(&self, horizon: Timestamp, now: Timestamp) -> usize {
         let free = self.free(now);
-        if pass.horizon > now {
+        if horizon > now {
             free.any + free.ahead_of_time
         } else {
             free.any
@@ -1068,7 +1065,9 @@ impl Machine {
         // is due than it takes (`Store::run_claim_due`): fewer than that, or a claim that
         // came back short, and every recurring fire due by the horizon is claimed.
         let all_recurring_claimed = got < chunks.asked || recurring_got < chunks.asked.div_ceil(2);
-        pass.instant_claimed = pass.horizon > pass.now && all_recurring_claimed;
+        // Every recurring fire due by the instant to come is claimed: a full claim then means
+        // only other runs are left, due now.
+        let instant_claimed = pass.horizon > pass.now && all_recurring_claimed;
         // A crowded instant claimed behind it (a backlog, a start) is timed too, from the
         // pass of its first claim: the window of the next one is learned before it comes.
         if pass.horizon == pass.now
@@ -1103,7 +1102,7 @@ impl Machine {
             && self.stop.is_none()
             && (got < chunks.asked || chunks.taken >= chunks.limit)
         {
-            return self.after_full_claim(pass, now, out);
+            return self.after_full_claim(pass, instant_claimed, now, out);
         }
         if got < chunks.asked || due_again || self.stop.is_some() || chunks.taken >= chunks.limit {
             return self.after_claim(pass, now, out);
@@ -1166,12 +1165,18 @@ impl Machine {
     /// 10 000 one-offs were claimed only after their instant, at half of each claim, and ran
     /// 100–300 ms late). A node whose slots are all taken wakes when that window opens, as
     /// the fires may wait beyond its slots ([`SchedulerConfig::lookahead_batch`]).
-    fn after_full_claim(&mut self, pass: Pass, now: Timestamp, out: &mut Vec<Step>) {
+    fn after_full_claim(
+        &mut self,
+        pass: Pass,
+        instant_claimed: bool,
+        now: Timestamp,
+        out: &mut Vec<Step>,
+    ) {
         self.last_pass = Duration::try_from(now.duration_since(pass.now)).unwrap_or_default();
         let free = self.free(now);
-        if pass.horizon > now && !pass.instant_claimed {
+        if pass.horizon > now && !instant_claimed {
             self.planned = Some(pass.horizon);
-            if !self.paused && self.room(&pass, now) > 0 {
+            if !self.paused && self.room(pass.horizon, now) > 0 {
                 return self.poke(now, out);
             }
             return self.sleep(Some(self.next_renew), self.config.safety_poll, now, out);
@@ -1180,7 +1185,8 @@ impl Machine {
             return self.after_claim(pass, now, out);
         }
         self.planned = self.recurring_next.filter(|r| *r > now);
-        let ahead = self.horizon(now) > now && free.any + free.ahead_of_time > 0;
+        let horizon = self.horizon(now);
+        let ahead = horizon > now && self.room(horizon, now) > 0;
         if !self.paused && (free.others > 0 || ahead) {
             // `claimed` left the phase Idle: the poke passes again, or gathers first.
             return self.poke(now, out);
