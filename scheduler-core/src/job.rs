@@ -473,12 +473,7 @@ impl JobDef {
     /// succeeded, `on_failure` for failed and timed out, none for anything else (a cancel is
     /// an operator stopping the chain; a skipped run never ran). See [`crate::run::Trigger`].
     pub fn continuations_for(&self, state: crate::run::RunState) -> &[JobName] {
-        use crate::run::RunState;
-        match state {
-            RunState::Succeeded => &self.on_success,
-            RunState::Failed | RunState::TimedOut => &self.on_failure,
-            _ => &[],
-        }
+        continuations_in(state, &self.on_success, &self.on_failure)
     }
 
     /// Every job this one continues with, on success or failure (the edges of the
@@ -631,6 +626,21 @@ fn check_label(field: &'static str, value: &str) -> Result<(), JobError> {
         return Err(JobError::Untrimmed { field });
     }
     Ok(())
+}
+
+/// Which of a job's lists a run ending in `state` continues with: `on_success` after a
+/// success, `on_failure` after a failure or a timeout, none otherwise (a cancel, a skip).
+pub(crate) fn continuations_in<'a>(
+    state: crate::run::RunState,
+    on_success: &'a [JobName],
+    on_failure: &'a [JobName],
+) -> &'a [JobName] {
+    use crate::run::RunState;
+    match state {
+        RunState::Succeeded => on_success,
+        RunState::Failed | RunState::TimedOut => on_failure,
+        _ => &[],
+    }
 }
 
 #[cfg(test)]

@@ -305,22 +305,6 @@ async fn probe<S: Store + Clone + 'static>(
             took.as_secs_f64() * 1e6 / calls as f64
         );
     }
-    // The executor starts one OS thread per call (host/src/executor.rs): what that alone
-    // costs here, against the 10 CPU-µs per run a 200 000 runs/s goal leaves on 2 cores.
-    let spawns = 2_000;
-    let t = Instant::now();
-    for _ in 0..spawns {
-        std::thread::Builder::new()
-            .name("takt-run-probe".into())
-            .spawn(|| {})
-            .expect("thread")
-            .join()
-            .expect("joined");
-    }
-    println!(
-        "one std::thread spawn + join: {:.1} µs (mean of {spawns}, sequential)",
-        t.elapsed().as_secs_f64() * 1e6 / spawns as f64
-    );
 }
 
 /// Inserts `n` one-off jobs all due at one instant straight into the store (not timed), then

@@ -187,4 +187,41 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(pool.idle(), 2, "the others exited");
     }
+
+    /// The pool's promise: a call never waits for another call to return. Each round starts
+    /// `k` calls that can only finish once all `k` run at once; a call queued behind another
+    /// would hang its round. The rounds follow each other without a pause, so the next
+    /// round's calls race the threads coming back from the last one (a wrong hand-over there
+    /// shows as a hung round).
+    #[test]
+    fn a_call_never_waits_behind_another() {
+        let pool = Pool::new(4);
+        let k = 8;
+        for round in 0..300 {
+            let gate = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+            let (done_tx, done_rx) = channel();
+            for _ in 0..k {
+                let gate = gate.clone();
+                let done_tx = done_tx.clone();
+                pool.execute(Box::new(move || {
+                    let (started, all) = &*gate;
+                    let mut n = started.lock().unwrap();
+                    *n += 1;
+                    all.notify_all();
+                    let (n, timeout) = all
+                        .wait_timeout_while(n, Duration::from_secs(10), |n| *n < k)
+                        .unwrap();
+                    drop(n);
+                    done_tx.send(!timeout.timed_out()).unwrap();
+                }))
+                .unwrap();
+            }
+            for _ in 0..k {
+                let together = done_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+                assert!(together, "round {round}: a call waited behind another");
+            }
+        }
+        // Between rounds at most `max_idle` threads wait.
+        assert!(pool.idle() <= 4, "{} idle threads", pool.idle());
+    }
 }

@@ -40,10 +40,11 @@ pub async fn continue_after<C: Conn>(c: &mut C, parent: &Run) -> Res<Vec<Run>> {
     if parent.id.is_none() || !continues(parent.state) {
         return Ok(Vec::new());
     }
-    let Some(job) = c.job_get(parent.job_id).await? else {
+    // Only the names: every finished run asks, and most jobs list none.
+    let Some(names) = c.job_continuations(parent.job_id, parent.state).await? else {
         return Ok(Vec::new());
     };
-    continue_after_job(c, parent, &job).await
+    continue_with(c, parent, &names).await
 }
 
 /// Whether a run in `state` may have continuations (a final state that lists them).
@@ -57,19 +58,21 @@ fn continues(state: RunState) -> bool {
 /// [`continue_after`] with the parent's job already read (`job` is the job of `parent`, as
 /// stored in this transaction): a batch of finishes reads each job once, not once per run.
 pub async fn continue_after_job<C: Conn>(c: &mut C, parent: &Run, job: &JobDef) -> Res<Vec<Run>> {
-    let Some(parent_id) = parent.id else {
-        return Ok(Vec::new());
-    };
     debug_assert_eq!(
         job.id,
         Some(parent.job_id),
         "continue_after_job: not the run's job"
     );
-    if !continues(parent.state) {
+    continue_with(c, parent, job.continuations_for(parent.state)).await
+}
+
+/// Records the runs of `names` (the continuations the parent's job lists for its final
+/// state) that the parent has not started yet.
+async fn continue_with<C: Conn>(c: &mut C, parent: &Run, names: &[JobName]) -> Res<Vec<Run>> {
+    let Some(parent_id) = parent.id else {
         return Ok(Vec::new());
-    }
-    let names = job.continuations_for(parent.state);
-    if names.is_empty() {
+    };
+    if !continues(parent.state) || names.is_empty() {
         return Ok(Vec::new());
     }
     let at = parent.finished_at.unwrap_or(parent.fire_time);

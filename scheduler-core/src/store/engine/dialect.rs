@@ -229,6 +229,21 @@ pub trait Conn: Send {
         }
     }
 
+    /// What a run of job `id` that ended in `state` continues with
+    /// ([`JobDef::continuations_for`]), `None` if the job is gone: every finished run asks.
+    /// Default: reads the whole job; the memory store answers from the job's shared profile
+    /// without building a `JobDef` (B3).
+    fn job_continuations(
+        &mut self,
+        id: JobId,
+        state: RunState,
+    ) -> impl Future<Output = Res<Option<Vec<JobName>>>> + Send {
+        async move {
+            let job = self.job_get(id).await?;
+            Ok(job.map(|j| j.continuations_for(state).to_vec()))
+        }
+    }
+
     /// The job named `name`.
     fn job_get_by_name(
         &mut self,

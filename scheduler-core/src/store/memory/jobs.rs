@@ -365,6 +365,12 @@ impl<'a> JobRef<'a> {
         JobName::stored(self.0.name())
     }
 
+    /// [`JobDef::continuations_for`] of the stored job, from its shared profile.
+    pub(super) fn continuations_for(self, state: crate::run::RunState) -> &'a [JobName] {
+        let p = &self.0.profile;
+        crate::job::continuations_in(state, &p.on_success, &p.on_failure)
+    }
+
     /// The name as the row holds it (no copy), for a scan in name order.
     pub(super) fn name_str(self) -> &'a str {
         self.0.name()

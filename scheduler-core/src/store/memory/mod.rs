@@ -479,21 +479,21 @@ impl Inner {
         }
     }
 
-    /// Removes run `id`'s row, key and index entries (nothing journaled).
-    fn drop_run_row(&mut self, id: RunId) {
-        if let Some(old) = self.runs.remove(&id) {
-            self.index_run(id, &old, false);
-            self.run_keys.remove(&(old.job_id, old.fire_time));
-        }
+    /// Removes run `id`'s row, key and index entries (nothing journaled), and gives the row
+    /// back: a caller that journals it moves it there instead of copying it first.
+    fn drop_run_row(&mut self, id: RunId) -> Option<Run> {
+        let old = self.runs.remove(&id)?;
+        self.index_run(id, &old, false);
+        self.run_keys.remove(&(old.job_id, old.fire_time));
+        Some(old)
     }
 
     /// Stores `run` (its id set) in place of the old row, keeping the key and the indexes in
     /// step.
     fn put_run(&mut self, run: Run) {
         let Some(id) = run.id else { return };
-        let old = self.runs.get(&id).cloned().map(Box::new);
+        let old = self.drop_run_row(id).map(Box::new);
         self.journal(Undo::Run(id, old, None));
-        self.drop_run_row(id);
         self.run_keys.insert((run.job_id, run.fire_time), id);
         self.index_run(id, &run, true);
         self.runs.insert(id, run);
@@ -515,11 +515,10 @@ impl Inner {
         if let Some(attempts) = self.attempts.remove(&id) {
             self.journal(Undo::Attempts(id, Some(attempts)));
         }
-        let old = self.runs.get(&id).cloned().map(Box::new);
+        let old = self.drop_run_row(id).map(Box::new);
         let logs = self.logs.remove(&id);
         let lines = logs.as_ref().map_or(0, |l| l.len() as u64);
         self.journal(Undo::Run(id, old, logs));
-        self.drop_run_row(id);
         self.tokens.remove(&id);
         if let Some(c) = self.cancels.remove(&id) {
             self.journal(Undo::Cancel(id, Some(c)));
@@ -663,6 +662,11 @@ impl Conn for MemoryConn<'_> {
 
     async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
         Ok(self.inner.jobs.get(id))
+    }
+
+    async fn job_continuations(&mut self, id: JobId, state: RunState) -> Res<Option<Vec<JobName>>> {
+        let view = self.inner.jobs.view(id);
+        Ok(view.map(|j| j.continuations_for(state).to_vec()))
     }
 
     async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
@@ -1144,8 +1148,9 @@ impl Conn for MemoryConn<'_> {
         write: &FinishWrite,
     ) -> Res<Option<Run>> {
         let inner = &mut *self.inner;
-        match inner.runs.get(&id).cloned() {
-            Some(mut run) if run.state == RunState::Running && run.attempt == attempt => {
+        match inner.runs.get(&id) {
+            Some(run) if run.state == RunState::Running && run.attempt == attempt => {
+                let mut run = run.clone();
                 write.apply(&mut run);
                 inner.put_run(run.clone());
                 inner.end_attempt(id, attempt, &write.attempt_end);
