@@ -303,6 +303,9 @@ pub mod probe {
         async fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>> {
             timed!(self, "job_get", self.inner.job_get(id))
         }
+        async fn jobs_get(&self, ids: &[JobId]) -> StoreResult<Vec<JobDef>> {
+            timed!(self, "jobs_get", self.inner.jobs_get(ids))
+        }
         async fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>> {
             timed!(self, "job_get_by_name", self.inner.job_get_by_name(name))
         }

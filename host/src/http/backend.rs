@@ -41,6 +41,8 @@ pub trait Backend: Send + Sync + 'static {
     fn job_trigger(&self, id: JobId) -> BoxFut<'_, Result<Timestamp, SchedulerError>>;
     fn job_remove(&self, id: JobId) -> BoxFut<'_, Result<(), SchedulerError>>;
     fn job_get(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<JobDef>>>;
+    /// [`Store::jobs_get`]: the jobs of a page's runs, in one read.
+    fn jobs_get<'a>(&'a self, ids: &'a [JobId]) -> BoxFut<'a, StoreResult<Vec<JobDef>>>;
     fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>>;
     fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>>;
     /// The continuations a run's final state created ([`Store::run_children`]).
@@ -149,6 +151,9 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn job_get(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<JobDef>>> {
         Box::pin(self.store().job_get(id))
+    }
+    fn jobs_get<'a>(&'a self, ids: &'a [JobId]) -> BoxFut<'a, StoreResult<Vec<JobDef>>> {
+        Box::pin(self.store().jobs_get(ids))
     }
     fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>> {
         Box::pin(self.store().run_list(filter))

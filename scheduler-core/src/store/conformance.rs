@@ -1473,7 +1473,23 @@ pub async fn jobs_round_trip<S: Store>(store: S) {
         Some(a.clone())
     );
     let b = insert(&store, manual("beta")).await;
-    assert_eq!(store.job_list().await.expect("list"), vec![a, b]);
+    assert_eq!(
+        store.job_list().await.expect("list"),
+        vec![a.clone(), b.clone()]
+    );
+    // Several at once: a missing id is left out.
+    let missing = JobId(i64::MAX);
+    let mut many = store
+        .jobs_get(&[b.id.expect("id"), missing, id])
+        .await
+        .expect("jobs_get");
+    many.sort_by_key(|j| j.id);
+    assert_eq!(
+        many,
+        vec![a.clone(), b.clone()],
+        "jobs_get: the ones that exist"
+    );
+    assert_eq!(store.jobs_get(&[]).await.expect("jobs_get"), vec![]);
     let off = store.job_set_enabled(id, false, at(5)).await.expect("set");
     assert!(!off.enabled, "job_set_enabled: disabled");
     assert_eq!(off.version, 2, "job_set_enabled: bumps the version");

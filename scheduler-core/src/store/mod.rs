@@ -756,6 +756,10 @@ pub trait Store: Send + Sync {
     /// The job with `id`, if any.
     fn job_get(&self, id: JobId) -> impl Future<Output = StoreResult<Option<JobDef>>> + Send;
 
+    /// The jobs of `ids` that exist, in no promised order: a page of runs names its jobs in
+    /// one read (one statement on a server store, not one round trip per job).
+    fn jobs_get(&self, ids: &[JobId]) -> impl Future<Output = StoreResult<Vec<JobDef>>> + Send;
+
     /// The job named `name`, if any.
     fn job_get_by_name(
         &self,

@@ -677,6 +677,10 @@ impl<T: DialectStore> Store for T {
         read!(self.engine(), "reading a job", |c| c.job_get(id))
     }
 
+    async fn jobs_get(&self, ids: &[JobId]) -> StoreResult<Vec<JobDef>> {
+        read!(self.engine(), "reading jobs", |c| c.jobs_get(ids))
+    }
+
     async fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>> {
         read!(self.engine(), "reading a job", |c| c.job_get_by_name(name))
     }
