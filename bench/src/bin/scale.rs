@@ -536,6 +536,15 @@ async fn scenario<S: Store + Clone + 'static>(
         let t = Instant::now();
         backend.add_runs(runs).await;
         println!("  {runs} runs added in {:.1} s", t.elapsed().as_secs_f64());
+        // Again with the history in place (issue 19 asks for both together).
+        if let Some(takt) = args.text("takt")
+            && let Some((db, env)) = backend.cli_db()
+        {
+            let (first, total, lines) = cli_list(takt, &db, &env);
+            println!(
+                "  takt job list ({have} jobs, {runs} runs): first line after {first:.2} s, all {lines} lines after {total:.2} s"
+            );
+        }
     }
     let paths = ["/api/v1/runs?limit=100", "/api/v1/jobs"];
     let r = api(store, &paths, api_reps).await;
