@@ -727,6 +727,71 @@ async fn every_page_renders_in_both_languages_and_the_log_streams() {
 
 /// The database cut behind a proxy: pages answer 503 with the outage banner, not 500; the
 /// session survives, and the pages come back when the database does.
+/// The jobs page shows 100 jobs at a time by name, with a link to the next hundred and a
+/// name filter: a page reads each of its jobs' runs, so a store whose one-off jobs pile up
+/// must not be read whole. A bad cursor is a 400 page that says what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_is_paged_and_filtered_by_name() {
+    let d = dir("jobs-paged");
+    let store = SqliteStore::open(d.join("takt.db"), &SqliteOptions::default()).unwrap();
+    let now = Timestamp::now();
+    for i in 0..230 {
+        let kind = if i % 10 == 0 { "press" } else { "order" };
+        let job = takt_core::job::JobDef::new(&format!("{kind}-{i:03}"), "t::ok").unwrap();
+        store.job_insert(&job, now).await.unwrap();
+    }
+    let host = host_on(store.clone()).await;
+    let mut b = Browser::new(host.http_addr().unwrap());
+    assert_eq!(b.sign_in("").await.status, StatusCode::SEE_OTHER);
+
+    let rows = |p: &Page| -> Vec<String> {
+        p.body
+            .split("<tr data-job=\"")
+            .skip(1)
+            .map(|r| r.split('"').next().unwrap().to_string())
+            .collect()
+    };
+    let next = |p: &Page| -> Option<String> {
+        let at = p.body.find("id=\"next-page\" href=\"")?;
+        let rest = &p.body[at + "id=\"next-page\" href=\"".len()..];
+        Some(rest.split('"').next().unwrap().replace("&amp;", "&"))
+    };
+    let mut seen = Vec::new();
+    let mut path = Some("/ui/jobs".to_string());
+    let mut pages = 0;
+    while let Some(p) = path {
+        let page = b.get(&p).await;
+        assert_eq!(page.status, StatusCode::OK, "{p}: {}", page.body);
+        let names = rows(&page);
+        assert!(names.len() <= 100, "{p}: {} rows", names.len());
+        // Only the first page refreshes itself (a later one would lose its place).
+        assert_eq!(page.body.contains("data-refresh"), pages == 0, "{p}");
+        seen.extend(names);
+        path = next(&page);
+        pages += 1;
+    }
+    assert_eq!(pages, 3, "230 jobs are three pages");
+    let mut all: Vec<String> = (0..230)
+        .map(|i| format!("{}-{i:03}", if i % 10 == 0 { "press" } else { "order" }))
+        .collect();
+    all.sort();
+    assert_eq!(seen, all, "every job once, by name");
+
+    // The filter keeps its text on the page and in the next page's link.
+    let page = b.get("/ui/jobs?q=PRESS").await;
+    assert_eq!(rows(&page).len(), 23, "{}", page.body);
+    assert!(rows(&page).iter().all(|n| n.starts_with("press-")));
+    assert!(page.body.contains("value=\"PRESS\""), "{}", page.body);
+    assert_eq!(next(&page), None);
+    let page = b.get("/ui/jobs?q=no-such-job").await;
+    assert!(page.body.contains("No job matches."), "{}", page.body);
+
+    let page = b.get("/ui/jobs?after=bad%01name").await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
+    assert!(page.body.contains("is not a job name"), "{}", page.body);
+    host.shutdown(Duration::from_secs(5)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_outage_shows_a_banner_not_a_500() {
     let Some(url) = common::backend_url("postgres", "TAKT_TEST_PG_URL") else {

@@ -145,6 +145,20 @@ fn query_value(text: &str) -> String {
     out
 }
 
+/// A page's `after` cursor (the previous page's last job name), or why it is not one. The
+/// API and the dashboard's jobs page read it alike.
+pub(super) fn page_cursor(a: &str) -> ApiResult<JobName> {
+    JobName::new(a).map_err(|e| {
+        Problem::invalid(
+            "after",
+            format!(
+                "\"{a}\" is not a job name ({e}); pass the X-Next-Cursor of the previous page, \
+                 or leave after out for the first page"
+            ),
+        )
+    })
+}
+
 /// The `Link` header of the page after `next`: this request's filters and limit with the
 /// cursor, so following it continues the same listing.
 fn next_link(q: &JobListQuery, limit: usize, next: &JobName) -> String {
@@ -188,18 +202,7 @@ async fn list_jobs(
     Q(q): Q<JobListQuery>,
 ) -> ApiResult<Response> {
     let limit = limit_of(q.limit, DEFAULT_PAGE)?;
-    let after = match &q.after {
-        Some(a) => Some(JobName::new(a).map_err(|e| {
-            Problem::invalid(
-                "after",
-                format!(
-                    "\"{a}\" is not a job name ({e}); pass the X-Next-Cursor of the previous \
-                     page, or leave after out for the first page"
-                ),
-            )
-        })?),
-        None => None,
-    };
+    let after = q.after.as_deref().map(page_cursor).transpose()?;
     let query = takt_core::store::JobQuery {
         after,
         limit,

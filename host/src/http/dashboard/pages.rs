@@ -33,6 +33,8 @@ pub(super) const KEYS: &[&str] = &["err.not_found"];
 const STATE_CAP: usize = 1000;
 /// The runs of a job's strip on the jobs page.
 const STRIP: usize = 20;
+/// Jobs on one jobs page.
+const JOBS_PAGE: usize = 100;
 /// Days in a job's grid.
 const GRID_DAYS: i64 = 7;
 /// The runs a job's grid reads (a job firing more often shows hours, capped).
@@ -253,19 +255,45 @@ async fn overview_data(st: &AppState) -> ApiResult<Value> {
     }))
 }
 
-/// `GET /ui/jobs`: every job, its next fire (its zone and the browser's), its last state,
-/// its last runs as a strip.
-pub(super) async fn jobs(State(st): State<AppState>, v: Viewer) -> Response {
-    let data = jobs_data(&st).await;
+/// `GET /ui/jobs`: the jobs by name, [`JOBS_PAGE`] at a time (`after`: the previous page's
+/// last name; `q`: only names containing it), each with its next fire (its zone and the
+/// browser's), its last state and its last runs as a strip. Paged, because every job on the
+/// page costs a read of its runs: a plant whose one-off jobs pile up into the thousands
+/// still gets its page at once.
+pub(super) async fn jobs(
+    State(st): State<AppState>,
+    v: Viewer,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let given = |k: &str| {
+        q.get(k)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    let data = jobs_data(&st, given("after"), given("q")).await;
     show(&st, &v, "jobs", "jobs.html", data).await
 }
 
-async fn jobs_data(st: &AppState) -> ApiResult<Value> {
-    let mut jobs = st.backend.job_list().await?;
-    jobs.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+async fn jobs_data(st: &AppState, after: Option<String>, q: Option<String>) -> ApiResult<Value> {
+    let query = takt_core::store::JobQuery {
+        after: after
+            .as_deref()
+            .map(super::super::jobs::page_cursor)
+            .transpose()?,
+        name_contains: q.clone(),
+        ..takt_core::store::JobQuery::first(JOBS_PAGE)
+    };
+    let page = st.backend.job_page(&query).await?;
+    let next = page.next.as_ref().map(|n| {
+        let mut parts = vec![format!("after={}", super::encode(n.as_str()))];
+        if let Some(q) = &q {
+            parts.push(format!("q={}", super::encode(q)));
+        }
+        parts.join("&")
+    });
     let pauses = st.backend.pause_list().await?;
     let mut rows = Vec::new();
-    for j in &jobs {
+    for j in &page.jobs {
         let mut jv = view_paused(j, &crate::cli::job::pause_in(&pauses, j));
         let runs = st
             .backend
@@ -292,7 +320,7 @@ async fn jobs_data(st: &AppState) -> ApiResult<Value> {
         );
         rows.push(jv);
     }
-    Ok(json!({"jobs": rows}))
+    Ok(json!({"jobs": rows, "q": q, "next": next, "paged": after.is_some()}))
 }
 
 /// `GET /ui/jobs/{name}`: the job, its schedule explained with the next 10 fires and their
