@@ -729,7 +729,8 @@ async fn every_page_renders_in_both_languages_and_the_log_streams() {
 /// session survives, and the pages come back when the database does.
 /// The jobs page shows 100 jobs at a time by name, with a link to the next hundred and a
 /// name filter: a page reads each of its jobs' runs, so a store whose one-off jobs pile up
-/// must not be read whole. A bad cursor is a 400 page that says what to do.
+/// must not be read whole (nor by the runs and audit pages' job fields). A bad cursor is a
+/// 400 page that says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_jobs_page_is_paged_and_filtered_by_name() {
     let d = dir("jobs-paged");
@@ -785,6 +786,25 @@ async fn the_jobs_page_is_paged_and_filtered_by_name() {
     assert_eq!(next(&page), None);
     let page = b.get("/ui/jobs?q=no-such-job").await;
     assert!(page.body.contains("No job matches."), "{}", page.body);
+
+    // The runs and audit pages suggest job names from one page of them (a datalist, not a
+    // select of every job) and keep the name typed.
+    let page = b.get("/ui/runs?job=order-001").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("<option value=\"press-220\">"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("value=\"order-001\""), "{}", page.body);
+    let page = b.get("/ui/audit?job=press-010").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("<option value=\"order-229\">"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("value=\"press-010\""), "{}", page.body);
 
     let page = b.get("/ui/jobs?after=bad%01name").await;
     assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);

@@ -69,6 +69,15 @@ async fn job_names(st: &AppState) -> ApiResult<(Vec<JobDef>, HashMap<JobId, Stri
     Ok((jobs, names))
 }
 
+/// The job names a job field suggests (its `<datalist>`): the first
+/// [`JobQuery::MAX_LIMIT`](takt_core::store::JobQuery::MAX_LIMIT) by name, one page read, so a
+/// page with a job field costs the same with a million jobs; any other name can be typed.
+async fn job_choices(st: &AppState) -> ApiResult<Vec<String>> {
+    let first = takt_core::store::JobQuery::first(takt_core::store::JobQuery::MAX_LIMIT);
+    let page = st.backend.job_page(&first).await?;
+    Ok(page.jobs.into_iter().map(|j| j.name.to_string()).collect())
+}
+
 fn run_json(r: &Run, names: &HashMap<JobId, String>) -> ApiResult<Value> {
     value(&super::super::runs::view(r, names.get(&r.job_id).cloned()))
 }
@@ -561,14 +570,9 @@ pub(super) async fn runs(
     let filters = json!({
         "job": given("job"), "state": given("state"), "from": given("from"), "to": given("to"),
     });
-    let jobs = match st.backend.job_list().await {
-        Ok(mut j) => {
-            j.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-            j.into_iter()
-                .map(|j| j.name.to_string())
-                .collect::<Vec<_>>()
-        }
-        Err(e) => return problem_page(&st, &v, "runs", e.into()).await,
+    let jobs = match job_choices(&st).await {
+        Ok(j) => j,
+        Err(p) => return problem_page(&st, &v, "runs", p).await,
     };
     let states: Vec<&str> = RunState::ALL.iter().map(|s| s.name()).collect();
     let mut next_query = None;
@@ -746,14 +750,9 @@ pub(super) async fn audit(
             .transpose()?;
         Ok(AuditRequest { job, from, to, now })
     })();
-    let jobs = match st.backend.job_list().await {
-        Ok(mut j) => {
-            j.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-            j.into_iter()
-                .map(|j| j.name.to_string())
-                .collect::<Vec<_>>()
-        }
-        Err(e) => return problem_page(&st, &v, "audit", e.into()).await,
+    let jobs = match job_choices(&st).await {
+        Ok(j) => j,
+        Err(p) => return problem_page(&st, &v, "audit", p).await,
     };
     form["jobs"] = json!(jobs);
     let (status, report, error) = match parsed {
