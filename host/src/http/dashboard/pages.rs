@@ -78,6 +78,14 @@ async fn job_choices(st: &AppState) -> ApiResult<Vec<String>> {
     Ok(page.jobs.into_iter().map(|j| j.name.to_string()).collect())
 }
 
+/// A query-string field as a page reads it: trimmed, and absent when empty (an empty form
+/// field means "any").
+fn given(q: &HashMap<String, String>, k: &str) -> Option<String> {
+    q.get(k)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 fn run_json(r: &Run, names: &HashMap<JobId, String>) -> ApiResult<Value> {
     value(&super::super::runs::view(r, names.get(&r.job_id).cloned()))
 }
@@ -274,11 +282,7 @@ pub(super) async fn jobs(
     v: Viewer,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let given = |k: &str| {
-        q.get(k)
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let given = |k: &str| given(&q, k);
     let data = jobs_data(&st, given("after"), given("q")).await;
     show(&st, &v, "jobs", "jobs.html", data).await
 }
@@ -543,11 +547,7 @@ pub(super) async fn runs(
     v: Viewer,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let given = |k: &str| {
-        q.get(k)
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let given = |k: &str| given(&q, k);
     let mut error = None;
     let mut bound = |k: &str| {
         given(k).and_then(|t| match crate::inspect::parse_bound(k, &t) {
@@ -723,11 +723,7 @@ pub(super) async fn audit(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let now = Timestamp::now();
-    let given = |k: &str| {
-        q.get(k)
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let given = |k: &str| given(&q, k);
     let from_text = given("from").unwrap_or_else(|| {
         (now - SignedDuration::from_hours(24))
             .strftime("%Y-%m-%dT%H:%M")
