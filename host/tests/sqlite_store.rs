@@ -800,6 +800,65 @@ fn every_schedule_kind_round_trips_exactly_and_survives_reopening() {
     assert_eq!(manual, None, "manual only: no schedule");
 }
 
+/// A finish reads only its job's continuation column (not the whole job): a bad value there
+/// is a precise error naming the job and the column, and the run stays running, its end not
+/// recorded, so nothing is lost and the finish can be tried again once the row is mended.
+#[test]
+fn a_corrupt_continuation_column_fails_the_finish_precisely_and_loses_nothing() {
+    let dir = TempDir::new("bad-continuations");
+    let path = dir.file("takt.db");
+    let t0 = ts("2026-06-01T10:00:00Z");
+    let at = |s: u64| t0.checked_add(Duration::from_secs(s)).expect("instant");
+    let store = open(&path);
+    let mut job = JobDef::new("press", "examples::press").expect("job");
+    job.schedule = Some(Schedule::new(Rule::Once(t0), Zone::utc()));
+    job.next_fire = Some(t0);
+    let job = block_on(store.job_insert(&job, t0)).expect("insert");
+    let claimed = block_on(store.run_claim_due(&ClaimParams {
+        claimed_at: None,
+        node: NodeId("node-a".into()),
+        instance: takt_core::node::InstanceId("test-life".into()),
+        tags: Vec::new(),
+        now: at(1),
+        limit: 10,
+        recurring_only: 0,
+        lease: Duration::from_secs(60),
+    }))
+    .expect("claim");
+    let run = claimed[0].run.clone();
+    let id = run.id.expect("id");
+    rusqlite::Connection::open(&path)
+        .expect("raw open")
+        .execute(
+            "UPDATE jobs SET on_success = 'not json' WHERE id = ?1",
+            [job.id.expect("id").0],
+        )
+        .expect("spoil the column");
+    let mut done = run.clone();
+    done.apply(
+        RunEvent::Succeeded { result_json: None },
+        at(2),
+        &RetryPolicy::default(),
+    )
+    .expect("legal");
+    let finish = RunFinish::from_run(&done, at(2));
+    let err = block_on(store.run_set_state_if_running(id, 1, &finish)).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("on_success") && text.contains(&format!("job {}", job.id.expect("id").0)),
+        "{text}"
+    );
+    let stored = block_on(store.run_get(id)).expect("get").expect("run");
+    assert_eq!(stored.state, RunState::Running, "the end was not recorded");
+
+    rusqlite::Connection::open(&path)
+        .expect("raw open")
+        .execute("UPDATE jobs SET on_success = '[]'", [])
+        .expect("mend the column");
+    let ended = block_on(store.run_set_state_if_running(id, 1, &finish)).expect("finish");
+    assert_eq!(ended.state, RunState::Succeeded);
+}
+
 #[test]
 fn runs_and_logs_survive_reopening() {
     let dir = TempDir::new("reopen");

@@ -630,11 +630,12 @@ fn check_label(field: &'static str, value: &str) -> Result<(), JobError> {
 
 /// Which of a job's lists a run ending in `state` continues with: `on_success` after a
 /// success, `on_failure` after a failure or a timeout, none otherwise (a cancel, a skip).
-pub(crate) fn continuations_in<'a>(
+/// Generic so that a store can pick the stored column before it parses it.
+pub fn continuations_in<'a, T>(
     state: crate::run::RunState,
-    on_success: &'a [JobName],
-    on_failure: &'a [JobName],
-) -> &'a [JobName] {
+    on_success: &'a [T],
+    on_failure: &'a [T],
+) -> &'a [T] {
     use crate::run::RunState;
     match state {
         RunState::Succeeded => on_success,

@@ -63,6 +63,25 @@ enum StoredDependencies {
     Waiting { on: Vec<String>, wait_ms: u64 },
 }
 
+/// A continuation column of job `id` (`on_success` / `on_failure`: a JSON array of job names)
+/// parsed, as a job read parses it. Most jobs list none: `[]` is answered without parsing.
+pub(crate) fn continuation_names(
+    path: &str,
+    id: i64,
+    column: &str,
+    text: &str,
+) -> StoreResult<Vec<JobName>> {
+    if text == "[]" {
+        return Ok(Vec::new());
+    }
+    let bad = |detail: &dyn std::fmt::Display| corrupt(path, &format!("job {id}"), column, detail);
+    let names: Vec<String> = serde_json::from_str(text).map_err(|e| bad(&e))?;
+    names
+        .iter()
+        .map(|n| JobName::new(n).map_err(|e| bad(&e)))
+        .collect()
+}
+
 /// A `jobs` row as stored, before its texts are parsed.
 pub(crate) struct JobRow {
     pub(crate) id: i64,
@@ -124,13 +143,7 @@ impl JobRow {
             .iter()
             .map(|d| JobName::new(d).map_err(|e| bad("dependencies", &e)))
             .collect::<StoreResult<Vec<_>>>()?;
-        let names = |column: &str, text: &str| -> StoreResult<Vec<JobName>> {
-            let names: Vec<String> = serde_json::from_str(text).map_err(|e| bad(column, &e))?;
-            names
-                .iter()
-                .map(|n| JobName::new(n).map_err(|e| bad(column, &e)))
-                .collect()
-        };
+        let names = |column: &str, text: &str| continuation_names(path, self.id, column, text);
         let on_success = names("on_success", &self.on_success)?;
         let on_failure = names("on_failure", &self.on_failure)?;
         let backoff: Backoff = self

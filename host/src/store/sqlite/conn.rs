@@ -31,7 +31,7 @@ use crate::store::rows::{
     ACTION_COLUMNS, ATTEMPT_COLUMNS, ActionRow, AttemptRow, DELIVERY_COLUMNS, DeliveryRow, DueRow,
     HOLD_COLUMNS, HoldRow, JOB_COLUMNS, JOB_WRITE_COLUMNS, JobRow, NODE_COLUMNS, NodeRow,
     PAUSE_COLUMNS, PauseRow, RUN_COLUMNS, RunRow, SESSION_COLUMNS, SessionRow, TOKEN_COLUMNS,
-    TokenRow, corrupt, group_def, to_i64,
+    TokenRow, continuation_names, corrupt, group_def, to_i64,
 };
 
 /// The store's connection for one store call.
@@ -640,6 +640,32 @@ impl Conn for SqliteConn<'_> {
 
     async fn job_get(&mut self, id: JobId) -> Res<Option<JobDef>> {
         Ok(get_job(&self.db.conn, self.path(), id)?)
+    }
+
+    async fn job_continuations(&mut self, id: JobId, state: RunState) -> Res<Option<Vec<JobName>>> {
+        // The two columns, not the whole job: every finish asks, and a job read parses its
+        // schedule (a cron expression, a zone) and every text column.
+        let path = self.path();
+        let row = self
+            .db
+            .conn
+            .prepare_cached("SELECT on_success, on_failure FROM jobs WHERE id = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([id.0], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
+            })
+            .optional()
+            .map_err(|e| sql_error(path, "reading a job's continuations", e))?;
+        let Some((on_success, on_failure)) = row else {
+            return Ok(None);
+        };
+        let columns = [("on_success", on_success), ("on_failure", on_failure)];
+        let picked = takt_core::job::continuations_in(state, &columns[..1], &columns[1..]);
+        Ok(Some(match picked.first() {
+            Some((column, text)) => continuation_names(path, id.0, column, text)?,
+            None => Vec::new(),
+        }))
     }
 
     async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
