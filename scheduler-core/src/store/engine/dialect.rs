@@ -232,7 +232,8 @@ pub trait Conn: Send {
     /// What a run of job `id` that ended in `state` continues with
     /// ([`JobDef::continuations_for`]), `None` if the job is gone: every finished run asks.
     /// Default: reads the whole job; the memory store answers from the job's shared profile
-    /// without building a `JobDef` (B3).
+    /// without building a `JobDef`, SQLite reads the two columns (B3). The server stores'
+    /// batched finishes read their jobs once per batch instead (`continue_after_job`).
     fn job_continuations(
         &mut self,
         id: JobId,
