@@ -306,6 +306,12 @@ pub mod probe {
         async fn jobs_get(&self, ids: &[JobId]) -> StoreResult<Vec<JobDef>> {
             timed!(self, "jobs_get", self.inner.jobs_get(ids))
         }
+        async fn job_count(&self) -> StoreResult<u64> {
+            timed!(self, "job_count", self.inner.job_count())
+        }
+        async fn jobs_late(&self, before: Timestamp, limit: usize) -> StoreResult<Vec<JobDef>> {
+            timed!(self, "jobs_late", self.inner.jobs_late(before, limit))
+        }
         async fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>> {
             timed!(self, "job_get_by_name", self.inner.job_get_by_name(name))
         }

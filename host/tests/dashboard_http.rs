@@ -729,10 +729,10 @@ async fn every_page_renders_in_both_languages_and_the_log_streams() {
 /// session survives, and the pages come back when the database does.
 /// The jobs page shows 100 jobs at a time by name, with a link to the next hundred and a
 /// name filter: a page reads each of its jobs' runs, so a store whose one-off jobs pile up
-/// must not be read whole (nor by the runs and audit pages' job fields). A bad cursor is a
-/// 400 page that says what to do.
+/// must not be read whole (nor by the runs and audit pages' job fields, nor by the
+/// overview's late jobs and count). A bad cursor is a 400 page that says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_jobs_page_is_paged_and_filtered_by_name() {
+async fn the_jobs_page_is_paged_and_no_page_reads_every_job() {
     let d = dir("jobs-paged");
     let store = SqliteStore::open(d.join("takt.db"), &SqliteOptions::default()).unwrap();
     let now = Timestamp::now();
@@ -741,9 +741,26 @@ async fn the_jobs_page_is_paged_and_filtered_by_name() {
         let job = takt_core::job::JobDef::new(&format!("{kind}-{i:03}"), "t::ok").unwrap();
         store.job_insert(&job, now).await.unwrap();
     }
+    // Late and never claimed: a tag no node serves. The overview finds it without reading
+    // every job, and counts every job.
+    let mut kiln = takt_core::job::JobDef::new("kiln-late", "t::ok").unwrap();
+    kiln.node_tag = Some("kiln-7".into());
+    kiln.next_fire = Some(now - jiff::SignedDuration::from_mins(5));
+    store.job_insert(&kiln, now).await.unwrap();
     let host = host_on(store.clone()).await;
     let mut b = Browser::new(host.http_addr().unwrap());
     assert_eq!(b.sign_in("").await.status, StatusCode::SEE_OTHER);
+    let overview = b.get("/ui/").await;
+    assert_eq!(overview.status, StatusCode::OK, "{}", overview.body);
+    let late = overview
+        .body
+        .split("id=\"late\"")
+        .nth(1)
+        .unwrap_or_default();
+    let late = late.split("</section>").next().unwrap_or_default();
+    assert!(late.contains("kiln-late"), "{late}");
+    assert!(!late.contains("order-001"), "{late}");
+    assert!(overview.body.contains("231 jobs"), "{}", overview.body);
 
     let rows = |p: &Page| -> Vec<String> {
         p.body
@@ -771,9 +788,10 @@ async fn the_jobs_page_is_paged_and_filtered_by_name() {
         path = next(&page);
         pages += 1;
     }
-    assert_eq!(pages, 3, "230 jobs are three pages");
+    assert_eq!(pages, 3, "231 jobs are three pages");
     let mut all: Vec<String> = (0..230)
         .map(|i| format!("{}-{i:03}", if i % 10 == 0 { "press" } else { "order" }))
+        .chain(["kiln-late".to_string()])
         .collect();
     all.sort();
     assert_eq!(seen, all, "every job once, by name");

@@ -43,6 +43,10 @@ pub trait Backend: Send + Sync + 'static {
     fn job_get(&self, id: JobId) -> BoxFut<'_, StoreResult<Option<JobDef>>>;
     /// [`Store::jobs_get`]: the jobs of a page's runs, in one read.
     fn jobs_get<'a>(&'a self, ids: &'a [JobId]) -> BoxFut<'a, StoreResult<Vec<JobDef>>>;
+    /// [`Store::job_count`].
+    fn job_count(&self) -> BoxFut<'_, StoreResult<u64>>;
+    /// [`Store::jobs_late`]: the overview's late jobs.
+    fn jobs_late(&self, before: Timestamp, limit: usize) -> BoxFut<'_, StoreResult<Vec<JobDef>>>;
     fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>>;
     fn run_get(&self, id: RunId) -> BoxFut<'_, StoreResult<Option<Run>>>;
     /// The continuations a run's final state created ([`Store::run_children`]).
@@ -154,6 +158,12 @@ impl<S: Store + Clone + 'static> Backend for SchedulerHandle<S> {
     }
     fn jobs_get<'a>(&'a self, ids: &'a [JobId]) -> BoxFut<'a, StoreResult<Vec<JobDef>>> {
         Box::pin(self.store().jobs_get(ids))
+    }
+    fn job_count(&self) -> BoxFut<'_, StoreResult<u64>> {
+        Box::pin(self.store().job_count())
+    }
+    fn jobs_late(&self, before: Timestamp, limit: usize) -> BoxFut<'_, StoreResult<Vec<JobDef>>> {
+        Box::pin(self.store().jobs_late(before, limit))
     }
     fn run_list<'a>(&'a self, filter: &'a RunFilter) -> BoxFut<'a, StoreResult<Vec<Run>>> {
         Box::pin(self.store().run_list(filter))

@@ -307,6 +307,8 @@ impl Store for AnyStore {
         fn job_update(&self, job: &JobDef, now: Timestamp) -> StoreResult<JobDef>;
         fn job_get(&self, id: JobId) -> StoreResult<Option<JobDef>>;
         fn jobs_get(&self, ids: &[JobId]) -> StoreResult<Vec<JobDef>>;
+        fn job_count(&self) -> StoreResult<u64>;
+        fn jobs_late(&self, before: Timestamp, limit: usize) -> StoreResult<Vec<JobDef>>;
         fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>>;
         fn job_list(&self) -> StoreResult<Vec<JobDef>>;
         fn job_page(&self, query: &JobQuery) -> StoreResult<JobPage>;

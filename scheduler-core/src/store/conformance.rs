@@ -118,6 +118,7 @@ where
         };
     }
     check!(jobs_round_trip);
+    check!(late_jobs_and_the_job_count);
     check!(duplicate_name_is_a_conflict);
     check!(stale_version_update_is_a_conflict);
     check!(claim_advances_next_fire_exactly_once);
@@ -180,7 +181,7 @@ where
 
 /// How many checks [`run_all`] runs (passed plus skipped), so a backend's test can assert
 /// that every check ran.
-pub const CHECKS: usize = 53;
+pub const CHECKS: usize = 54;
 
 // ---- helpers (public so a backend's own tests can reuse them) ----------------------------
 
@@ -1457,6 +1458,53 @@ pub async fn queued_run_waits_for_the_running_one<S: Store>(store: S) {
         [(at(60), 1)],
         "the due fire (at 60) starts; the queued run (created at 150) waits for it"
     );
+}
+
+/// `jobs_late`: enabled jobs whose next fire is at or before the instant, earliest first then
+/// by id, across priorities and node tags (a tag no node serves included), at most `limit`;
+/// `job_count` counts every job, disabled and unscheduled ones too.
+pub async fn late_jobs_and_the_job_count<S: Store>(store: S) {
+    assert_eq!(store.job_count().await.expect("count"), 0);
+    let with = |name: &str, fire: Option<i64>| {
+        let mut j = manual(name);
+        j.next_fire = fire.map(at);
+        j
+    };
+    let a = insert(&store, with("a", Some(10))).await;
+    let mut b = with("b", Some(5));
+    b.node_tag = Some("kiln-7".into());
+    let b = insert(&store, b).await;
+    let mut f = with("f", Some(5));
+    f.priority = Priority::new(900).expect("priority");
+    let f = insert(&store, f).await;
+    insert(&store, with("later", Some(100))).await;
+    let mut off = with("off", Some(1));
+    off.enabled = false;
+    insert(&store, off).await;
+    insert(&store, with("unscheduled", None)).await;
+    assert_eq!(store.job_count().await.expect("count"), 6);
+    let names = |jobs: Vec<JobDef>| {
+        jobs.into_iter()
+            .map(|j| j.name.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(store.jobs_late(at(50), 10).await.expect("late")),
+        ["b", "f", "a"],
+        "by next fire, then id; any priority and node tag; not disabled, not later"
+    );
+    assert_eq!(
+        names(store.jobs_late(at(5), 10).await.expect("late")),
+        ["b", "f"],
+        "at the instant counts"
+    );
+    assert_eq!(
+        names(store.jobs_late(at(50), 2).await.expect("late")),
+        ["b", "f"]
+    );
+    assert_eq!(store.jobs_late(at(4), 10).await.expect("late"), vec![]);
+    let late = store.jobs_late(at(50), 10).await.expect("late");
+    assert_eq!(late, vec![b, f, a], "whole jobs, as stored");
 }
 
 /// Insert, get (by id and name), list, enable/disable, delete; missing ids are NotFound.

@@ -760,6 +760,19 @@ pub trait Store: Send + Sync {
     /// one read (one statement on a server store, not one round trip per job).
     fn jobs_get(&self, ids: &[JobId]) -> impl Future<Output = StoreResult<Vec<JobDef>>> + Send;
 
+    /// How many jobs are stored.
+    fn job_count(&self) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// Up to `limit` enabled jobs whose next fire is at or before `before`, earliest first
+    /// (then by id), whatever their node tag (a job no node serves is late too). The
+    /// dashboard's overview reads its late jobs with it instead of every job; its cost
+    /// depends on how many are late.
+    fn jobs_late(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<JobDef>>> + Send;
+
     /// The job named `name`, if any.
     fn job_get_by_name(
         &self,

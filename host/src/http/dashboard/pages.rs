@@ -41,6 +41,8 @@ const GRID_DAYS: i64 = 7;
 const GRID_RUNS: usize = 2000;
 /// A fire this far past with no claim is late.
 const LATE: SignedDuration = SignedDuration::from_secs(60);
+/// The most late jobs (next fire passed, not claimed) the overview reads.
+const LATE_JOBS: usize = 200;
 /// A node's heartbeat older than this is shown as stale: the slack `takt why` allows a
 /// live node ([`crate::inspect::HEARTBEAT_SLACK`]), so the two never disagree.
 const STALE_HEARTBEAT_SECS: f64 = crate::inspect::HEARTBEAT_SLACK.as_secs_f64();
@@ -59,15 +61,6 @@ async fn show(st: &AppState, v: &Viewer, nav: &str, tpl: &str, data: ApiResult<V
 }
 
 use crate::inspect::zone_of;
-
-async fn job_names(st: &AppState) -> ApiResult<(Vec<JobDef>, HashMap<JobId, String>)> {
-    let jobs = st.backend.job_list().await?;
-    let names = jobs
-        .iter()
-        .filter_map(|j| j.id.map(|id| (id, j.name.to_string())))
-        .collect();
-    Ok((jobs, names))
-}
 
 /// The job names a job field suggests (its `<datalist>`): the first
 /// [`JobQuery::MAX_LIMIT`](takt_core::store::JobQuery::MAX_LIMIT) by name, one page read, so a
@@ -147,7 +140,6 @@ pub(super) async fn overview(State(st): State<AppState>, v: Viewer) -> Response 
 async fn overview_data(st: &AppState) -> ApiResult<Value> {
     let now = Timestamp::now();
     let from = now - SignedDuration::from_hours(24);
-    let (jobs, names) = job_names(st).await?;
     let mut by_state = Vec::new();
     let mut skipped_by = BTreeMap::<String, usize>::new();
     let mut failed_jobs = BTreeSet::new();
@@ -197,11 +189,11 @@ async fn overview_data(st: &AppState) -> ApiResult<Value> {
             })
             .await?;
         if let Some(last) = recent
-            .iter()
+            .into_iter()
             .find(|r| r.state.is_final() && r.state != RunState::Skipped)
             && matches!(last.state, RunState::Failed | RunState::TimedOut)
         {
-            failing.push(run_json(last, &names)?);
+            failing.push(last);
         }
     }
     // Late: a pending run whose fire (or retry) time passed a minute ago, or an enabled,
@@ -214,20 +206,38 @@ async fn overview_data(st: &AppState) -> ApiResult<Value> {
             ..RunFilter::default()
         })
         .await?;
+    let late_runs: Vec<&Run> = pending
+        .iter()
+        .filter(|r| r.next_attempt_at.unwrap_or(r.fire_time) < now - LATE)
+        .collect();
+    // The jobs of the runs shown, in one read (never every job: the page costs the same with
+    // a million of them).
+    let shown: Vec<Run> = running
+        .iter()
+        .chain(&failing)
+        .chain(late_runs.iter().copied())
+        .cloned()
+        .collect();
+    let names = super::super::runs::job_names(st, &shown).await?;
     let mut late = Vec::new();
-    for r in &pending {
+    for r in late_runs {
         let due = r.next_attempt_at.unwrap_or(r.fire_time);
-        if due < now - LATE {
-            late.push(json!({
-                "job": names.get(&r.job_id),
-                "due": due.to_string(),
-                "run": r.id.map(|i| i.0),
-                "late_secs": now.duration_since(due).as_secs_f64(),
-            }));
-        }
+        late.push(json!({
+            "job": names.get(&r.job_id),
+            "due": due.to_string(),
+            "run": r.id.map(|i| i.0),
+            "late_secs": now.duration_since(due).as_secs_f64(),
+        }));
     }
+    let failing = failing
+        .iter()
+        .map(|r| run_json(r, &names))
+        .collect::<ApiResult<Vec<_>>>()?;
     let pauses = st.backend.pause_list().await?;
-    for j in &jobs {
+    // Late jobs through the next-fire index, at most LATE_JOBS of them (paused ones are
+    // dropped after the read).
+    let late_jobs = st.backend.jobs_late(now - LATE, LATE_JOBS).await?;
+    for j in &late_jobs {
         let paused = crate::cli::job::pause_in(&pauses, j).is_some();
         if let Some(nf) = j.next_fire
             && j.enabled
@@ -267,7 +277,7 @@ async fn overview_data(st: &AppState) -> ApiResult<Value> {
         "late": late,
         "skipped_by": skipped_by,
         "nodes": nodes,
-        "jobs": jobs.len(),
+        "jobs": st.backend.job_count().await?,
         "paused": pauses.len(),
     }))
 }

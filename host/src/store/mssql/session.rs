@@ -446,6 +446,42 @@ impl Conn for MssqlConn<'_> {
         Ok(out)
     }
 
+    async fn job_count(&mut self) -> Res<u64> {
+        let p = self.c.params();
+        // COUNT's int holds 2^31 jobs, far beyond any plant (the iridium emulator has no
+        // ungrouped COUNT_BIG).
+        let row = self
+            .c
+            .row("counting jobs", "SELECT COUNT(*) FROM jobs", &p)
+            .await?;
+        let n = match &row {
+            Some(r) => Cells {
+                row: r,
+                shown: self.shown,
+                what: "the job count",
+            }
+            .int(0)?
+            .unwrap_or(0),
+            None => 0,
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn jobs_late(&mut self, before: Timestamp, limit: usize) -> Res<Vec<JobDef>> {
+        let mut p = self.c.params();
+        let at = p.at(Some(before.as_millisecond()));
+        let sql = format!(
+            "SELECT TOP ({}) {JOB_COLUMNS} FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL \
+             AND next_fire <= {at} ORDER BY next_fire, id",
+            top(limit)
+        );
+        let mut out = Vec::new();
+        for r in &self.c.rows("finding late jobs", &sql, &p).await? {
+            out.push(job_of(r, self.shown)?);
+        }
+        Ok(out)
+    }
+
     async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
         let mut p = self.c.params();
         let sql = format!(

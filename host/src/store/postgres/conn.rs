@@ -201,6 +201,41 @@ async fn jobs(c: &impl GenericClient, shown: &str) -> Res<Vec<JobDef>> {
         .collect::<StoreResult<_>>()?)
 }
 
+async fn job_count(c: &impl GenericClient, shown: &str) -> Res<u64> {
+    let row = c
+        .query_one("SELECT COUNT(*) FROM jobs", &[])
+        .await
+        .map_err(|e| pg(shown, "counting jobs", e))?;
+    let n: i64 = row.try_get(0).map_err(|e| pg(shown, "counting jobs", e))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Index `jobs_next_fire` (next_fire, enabled jobs only).
+async fn jobs_late(
+    c: &impl GenericClient,
+    shown: &str,
+    before: Timestamp,
+    limit: usize,
+) -> Res<Vec<JobDef>> {
+    let what = "finding late jobs";
+    let stmt = c
+        .prepare_cached(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE enabled AND next_fire IS NOT NULL \
+             AND next_fire <= $1 ORDER BY next_fire, id LIMIT $2"
+        ))
+        .await
+        .map_err(|e| pg(shown, what, e))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = c
+        .query(&stmt, &[&ts(before), &limit])
+        .await
+        .map_err(|e| pg(shown, what, e))?;
+    Ok(rows
+        .iter()
+        .map(|r| job_of(r, shown))
+        .collect::<StoreResult<_>>()?)
+}
+
 async fn job_page(c: &impl GenericClient, shown: &str, query: &JobQuery) -> Res<Vec<JobDef>> {
     let what = "listing a page of jobs";
     // Only the conditions given (as `runs` does), so each shape has its plan: the name's
@@ -1538,6 +1573,16 @@ impl Conn for PgConn<'_> {
     async fn job_get_by_name(&mut self, name: &JobName) -> Res<Option<JobDef>> {
         let s = self.shown;
         on!(self, |c| job_by_name(c, s, name).await)
+    }
+
+    async fn job_count(&mut self) -> Res<u64> {
+        let s = self.shown;
+        on!(self, |c| job_count(c, s).await)
+    }
+
+    async fn jobs_late(&mut self, before: Timestamp, limit: usize) -> Res<Vec<JobDef>> {
+        let s = self.shown;
+        on!(self, |c| jobs_late(c, s, before, limit).await)
     }
 
     async fn job_list(&mut self) -> Res<Vec<JobDef>> {

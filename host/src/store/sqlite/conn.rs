@@ -642,6 +642,43 @@ impl Conn for SqliteConn<'_> {
         Ok(get_job(&self.db.conn, self.path(), id)?)
     }
 
+    async fn job_count(&mut self) -> Res<u64> {
+        let path = self.path();
+        let n: i64 = self
+            .db
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM jobs")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .map_err(|e| sql_error(path, "counting jobs", e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn jobs_late(&mut self, before: Timestamp, limit: usize) -> Res<Vec<JobDef>> {
+        let path = self.path();
+        let what = "finding late jobs";
+        // Index `jobs_due` (enabled, next_fire).
+        let mut stmt = self
+            .db
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE enabled = 1 AND next_fire IS NOT NULL \
+                 AND next_fire <= ?1 ORDER BY next_fire, id LIMIT ?2"
+            ))
+            .map_err(|e| sql_error(path, what, e))?;
+        let rows = stmt
+            .query_map(
+                params![ms(before), i64::try_from(limit).unwrap_or(i64::MAX)],
+                JobRow::read,
+            )
+            .map_err(|e| sql_error(path, what, e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| sql_error(path, what, e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.into_job(path))
+            .collect::<StoreResult<_>>()?)
+    }
+
     async fn job_continuations(&mut self, id: JobId, state: RunState) -> Res<Option<Vec<JobName>>> {
         // The two columns, not the whole job: every finish asks, and a job read parses its
         // schedule (a cron expression, a zone) and every text column.

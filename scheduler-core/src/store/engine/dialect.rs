@@ -245,6 +245,19 @@ pub trait Conn: Send {
         }
     }
 
+    /// How many jobs are stored (the dashboard's overview).
+    fn job_count(&mut self) -> impl Future<Output = Res<u64>> + Send;
+
+    /// Up to `limit` enabled jobs whose next fire is at or before `before`, earliest first
+    /// (then by id), whatever their node tag: the dashboard's late jobs, where a job no node
+    /// serves matters most. Read through the next-fire index: its cost depends on how many
+    /// are late, not on how many jobs exist.
+    fn jobs_late(
+        &mut self,
+        before: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<JobDef>>> + Send;
+
     /// The job named `name`.
     fn job_get_by_name(
         &mut self,

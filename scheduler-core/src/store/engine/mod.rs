@@ -681,6 +681,15 @@ impl<T: DialectStore> Store for T {
         read!(self.engine(), "reading jobs", |c| c.jobs_get(ids))
     }
 
+    async fn job_count(&self) -> StoreResult<u64> {
+        read!(self.engine(), "counting jobs", |c| c.job_count())
+    }
+
+    async fn jobs_late(&self, before: Timestamp, limit: usize) -> StoreResult<Vec<JobDef>> {
+        read!(self.engine(), "finding late jobs", |c| c
+            .jobs_late(before, limit))
+    }
+
     async fn job_get_by_name(&self, name: &JobName) -> StoreResult<Option<JobDef>> {
         read!(self.engine(), "reading a job", |c| c.job_get_by_name(name))
     }

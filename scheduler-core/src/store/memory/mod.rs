@@ -664,6 +664,28 @@ impl Conn for MemoryConn<'_> {
         Ok(self.inner.jobs.get(id))
     }
 
+    async fn job_count(&mut self) -> Res<u64> {
+        Ok(self.inner.jobs.views().count() as u64)
+    }
+
+    async fn jobs_late(&mut self, before: Timestamp, limit: usize) -> Res<Vec<JobDef>> {
+        // The fires indexes hold every enabled job with a next fire, per priority level, in
+        // fire order: each level's due entries, merged.
+        let inner = &*self.inner;
+        let mut late: Vec<(Timestamp, JobId)> = inner
+            .fires
+            .values()
+            .chain(inner.recurring.values())
+            .flat_map(|level| level_due(Some(level), before).take(limit))
+            .collect();
+        late.sort_unstable();
+        late.truncate(limit);
+        Ok(late
+            .into_iter()
+            .filter_map(|(_, id)| inner.jobs.get(id))
+            .collect())
+    }
+
     async fn job_continuations(&mut self, id: JobId, state: RunState) -> Res<Option<Vec<JobName>>> {
         let view = self.inner.jobs.view(id);
         Ok(view.map(|j| j.continuations_for(state).to_vec()))
