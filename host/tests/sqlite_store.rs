@@ -800,6 +800,23 @@ fn every_schedule_kind_round_trips_exactly_and_survives_reopening() {
     assert_eq!(manual, None, "manual only: no schedule");
 }
 
+/// Claims what is due at `now` for "node-a" and gives back the one run claimed.
+fn claim_first(store: &SqliteStore, now: Timestamp) -> takt_core::store::ClaimedRun {
+    let mut claimed = block_on(store.run_claim_due(&ClaimParams {
+        claimed_at: None,
+        node: NodeId("node-a".into()),
+        instance: takt_core::node::InstanceId("test-life".into()),
+        tags: Vec::new(),
+        now,
+        limit: 10,
+        recurring_only: 0,
+        lease: Duration::from_secs(60),
+    }))
+    .expect("claim");
+    assert_eq!(claimed.len(), 1, "one run due");
+    claimed.remove(0)
+}
+
 /// A finish reads only its job's continuation column (not the whole job): a bad value there
 /// is a precise error naming the job and the column, and the run stays running, its end not
 /// recorded, so nothing is lost and the finish can be tried again once the row is mended.
@@ -814,18 +831,7 @@ fn a_corrupt_continuation_column_fails_the_finish_precisely_and_loses_nothing() 
     job.schedule = Some(Schedule::new(Rule::Once(t0), Zone::utc()));
     job.next_fire = Some(t0);
     let job = block_on(store.job_insert(&job, t0)).expect("insert");
-    let claimed = block_on(store.run_claim_due(&ClaimParams {
-        claimed_at: None,
-        node: NodeId("node-a".into()),
-        instance: takt_core::node::InstanceId("test-life".into()),
-        tags: Vec::new(),
-        now: at(1),
-        limit: 10,
-        recurring_only: 0,
-        lease: Duration::from_secs(60),
-    }))
-    .expect("claim");
-    let run = claimed[0].run.clone();
+    let run = claim_first(&store, at(1)).run;
     let id = run.id.expect("id");
     rusqlite::Connection::open(&path)
         .expect("raw open")
@@ -877,19 +883,8 @@ fn runs_and_logs_survive_reopening() {
         ));
         job.next_fire = Some(t0);
         block_on(store.job_insert(&job, t0)).expect("insert");
-        let claimed = block_on(store.run_claim_due(&ClaimParams {
-            claimed_at: None,
-            node: NodeId("node-a".into()),
-            instance: takt_core::node::InstanceId("test-life".into()),
-            tags: Vec::new(),
-            now: at(1),
-            limit: 10,
-            recurring_only: 0,
-            lease: Duration::from_secs(60),
-        }))
-        .expect("claim");
-        assert_eq!(claimed.len(), 1);
-        let run = claimed[0].run.clone();
+        let claimed = claim_first(&store, at(1));
+        let run = claimed.run.clone();
         let id = run.id.expect("id");
         let lines: Vec<LogLine> = (0..3)
             .map(|i| LogLine {
@@ -911,7 +906,7 @@ fn runs_and_logs_survive_reopening() {
         let ended =
             block_on(store.run_set_state_if_running(id, 1, &RunFinish::from_run(&done, at(5))))
                 .expect("finish");
-        (ended, claimed[0].job.clone())
+        (ended, claimed.job)
     };
     let store = open(&path);
     let id = run.id.expect("id");

@@ -217,17 +217,28 @@ async fn jobs_late(
     before: Timestamp,
     limit: usize,
 ) -> Res<Vec<JobDef>> {
-    let what = "finding late jobs";
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE enabled AND next_fire IS NOT NULL \
+         AND next_fire <= $1 ORDER BY next_fire, id LIMIT $2"
+    );
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    query_jobs(c, shown, "finding late jobs", &sql, &[&ts(before), &limit]).await
+}
+
+/// The jobs `sql` (a prepared, cached statement selecting `JOB_COLUMNS`) reads.
+async fn query_jobs(
+    c: &impl GenericClient,
+    shown: &str,
+    what: &str,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Res<Vec<JobDef>> {
     let stmt = c
-        .prepare_cached(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE enabled AND next_fire IS NOT NULL \
-             AND next_fire <= $1 ORDER BY next_fire, id LIMIT $2"
-        ))
+        .prepare_cached(sql)
         .await
         .map_err(|e| pg(shown, what, e))?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = c
-        .query(&stmt, &[&ts(before), &limit])
+        .query(&stmt, params)
         .await
         .map_err(|e| pg(shown, what, e))?;
     Ok(rows
@@ -283,18 +294,7 @@ async fn job_page(c: &impl GenericClient, shown: &str, query: &JobQuery) -> Res<
         cond.join(" AND "),
         params.len()
     );
-    let stmt = c
-        .prepare_cached(&sql)
-        .await
-        .map_err(|e| pg(shown, what, e))?;
-    let rows = c
-        .query(&stmt, &refs(&params))
-        .await
-        .map_err(|e| pg(shown, what, e))?;
-    Ok(rows
-        .iter()
-        .map(|r| job_of(r, shown))
-        .collect::<StoreResult<_>>()?)
+    query_jobs(c, shown, what, &sql, &refs(&params)).await
 }
 
 async fn insert_job(
