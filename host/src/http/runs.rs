@@ -201,8 +201,11 @@ fn state_of(text: &str) -> ApiResult<RunState> {
 /// limit; one statement on a server store, B12), never a read of every job, so a page costs
 /// the same with a thousand jobs or a million (the scale bench). A run whose job is gone has
 /// no name.
-pub(super) async fn job_names(st: &AppState, runs: &[Run]) -> ApiResult<HashMap<JobId, String>> {
-    let mut ids: Vec<JobId> = runs.iter().map(|r| r.job_id).collect();
+pub(super) async fn job_names(
+    st: &AppState,
+    runs: impl IntoIterator<Item = &Run>,
+) -> ApiResult<HashMap<JobId, String>> {
+    let mut ids: Vec<JobId> = runs.into_iter().map(|r| r.job_id).collect();
     ids.sort_unstable();
     ids.dedup();
     let jobs = st.backend.jobs_get(&ids).await?;

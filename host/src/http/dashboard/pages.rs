@@ -212,13 +212,11 @@ async fn overview_data(st: &AppState) -> ApiResult<Value> {
         .collect();
     // The jobs of the runs shown, in one read (never every job: the page costs the same with
     // a million of them).
-    let shown: Vec<Run> = running
+    let shown = running
         .iter()
         .chain(&failing)
-        .chain(late_runs.iter().copied())
-        .cloned()
-        .collect();
-    let names = super::super::runs::job_names(st, &shown).await?;
+        .chain(late_runs.iter().copied());
+    let names = super::super::runs::job_names(st, shown).await?;
     let mut late = Vec::new();
     for r in late_runs {
         let due = r.next_attempt_at.unwrap_or(r.fire_time);
