@@ -88,6 +88,30 @@ pub struct MemoryDialect {
 /// A job's place in the fires indexes: (priority, next fire, whether it recurs).
 type FireEntry = (Priority, Timestamp, bool);
 
+/// One priority level of a fires index: (next fire, id) in claim order.
+type FireSet = BTreeSet<(FireAt, JobId)>;
+
+/// A next fire as the fires indexes hold it: nanoseconds since the Unix epoch in an `i64`
+/// (8 bytes where a `Timestamp` takes 16), saturated outside 1677-09-21 … 2262-04-11.
+///
+/// Why: an index entry is one per enabled job with a next fire, and a B-tree of entries
+/// inserted in order keeps its nodes about half full, so each byte of a key costs about two
+/// per job (the scale bench: 1 000 000 one-offs, 223 heap bytes a job with `Timestamp`
+/// keys). Within the range the order and every comparison with an instant are exact; a fire
+/// outside it compares as the range's end, so a fire after 2262 is due at no instant this
+/// side of it and a fire before 1677 is due at every one, as it is exactly — only the claim
+/// order among such fires falls back to their ids. Nothing reads a fire time back from a
+/// key: the job's row holds it exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct FireAt(i64);
+
+impl FireAt {
+    fn of(at: Timestamp) -> FireAt {
+        let ns = at.as_nanosecond();
+        FireAt(i64::try_from(ns).unwrap_or(if ns < 0 { i64::MIN } else { i64::MAX }))
+    }
+}
+
 /// The data checked out for one store call; given back when dropped (also on a panic).
 #[derive(Debug)]
 pub struct MemorySession {
@@ -224,11 +248,11 @@ struct Inner {
     // ---- indexes (see the module docs) ----
     /// Enabled jobs with a next fire whose schedule does not recur: priority → (next fire,
     /// id).
-    fires: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
+    fires: BTreeMap<Priority, FireSet>,
     /// The same for the jobs with a recurring schedule. Disjoint from `fires`, so a job has
     /// one entry whatever its kind: [`super::engine::DueSet::Recurring`] reads this one
     /// alone, [`super::engine::DueSet::All`] merges both per priority level.
-    recurring: BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>,
+    recurring: BTreeMap<Priority, FireSet>,
     /// Pending runs with a retry time: (next attempt, id).
     retries: BTreeSet<(Timestamp, RunId)>,
     /// Pending runs without a retry time (queued behind a running run), per job.
@@ -240,10 +264,8 @@ struct Inner {
 }
 
 /// The entries of one priority level's fires set that are due at `now`, in claim order.
-fn level_due(
-    set: Option<&BTreeSet<(Timestamp, JobId)>>,
-    now: Timestamp,
-) -> impl Iterator<Item = (Timestamp, JobId)> + '_ {
+fn level_due(set: Option<&FireSet>, now: Timestamp) -> impl Iterator<Item = (FireAt, JobId)> + '_ {
+    let now = FireAt::of(now);
     set.into_iter()
         .flatten()
         .take_while(move |(fire, _)| *fire <= now)
@@ -370,11 +392,13 @@ impl Inner {
 
     fn index_fire(&mut self, id: JobId, entry: FireEntry, add: bool) {
         let (priority, fire, recurring) = entry;
-        let index = |by: &mut BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>| {
+        let index = |by: &mut BTreeMap<Priority, FireSet>| {
             if add {
-                by.entry(priority).or_default().insert((fire, id));
+                by.entry(priority)
+                    .or_default()
+                    .insert((FireAt::of(fire), id));
             } else if let Some(set) = by.get_mut(&priority) {
-                set.remove(&(fire, id));
+                set.remove(&(FireAt::of(fire), id));
                 if set.is_empty() {
                     by.remove(&priority);
                 }
@@ -672,7 +696,7 @@ impl Conn for MemoryConn<'_> {
         // The fires indexes hold every enabled job with a next fire, per priority level, in
         // fire order: each level's due entries, merged.
         let inner = &*self.inner;
-        let mut late: Vec<(Timestamp, JobId)> = inner
+        let mut late: Vec<(FireAt, JobId)> = inner
             .fires
             .values()
             .chain(inner.recurring.values())
@@ -859,12 +883,13 @@ impl Conn for MemoryConn<'_> {
         let inner = &*self.inner;
         // The first served job of each priority (jobs this node does not serve are passed
         // over: a node with no tags walks past the tagged ones).
-        let first = |sets: &BTreeMap<Priority, BTreeSet<(Timestamp, JobId)>>| {
+        let first = |sets: &BTreeMap<Priority, FireSet>| {
             sets.values()
                 .filter_map(|set| {
+                    // The row's next fire, exact (the key is saturated outside its range).
                     set.iter()
                         .find(|(_, id)| inner.serves(*id, tags))
-                        .map(|(fire, _)| *fire)
+                        .and_then(|(_, id)| inner.jobs.view(*id)?.next_fire())
                 })
                 .min()
         };
@@ -1731,6 +1756,44 @@ mod tests {
         assert!(inner.runs.is_empty());
         assert_eq!((inner.last_job, inner.last_run), (1, 0));
         inner.assert_consistent();
+    }
+
+    /// The fires index keys instants as nanoseconds: a fire before 1677 is due, in order,
+    /// before one of today; a fire after 2262 is not due today; and the next due instant is
+    /// the row's, exact to the nanosecond, outside that range too.
+    #[test]
+    fn fires_outside_the_nanosecond_range_are_due_as_their_instants_say() {
+        use super::super::Store;
+        let store = MemoryStore::new();
+        let t0 = conformance::t0();
+        let early = Timestamp::new(-10_000_000_000, 7).unwrap();
+        let late = Timestamp::new(10_000_000_000, 7).unwrap();
+        for (name, at) in [("today", t0), ("early", early), ("late", late)] {
+            let mut job = JobDef::new(name, "a::b").unwrap();
+            job.next_fire = Some(at);
+            block_on(store.job_insert(&job, t0)).unwrap();
+        }
+        let due = block_on(store.job_due(t0, 10, &[])).unwrap();
+        let names: Vec<&str> = due.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["early", "today"]);
+        assert_eq!(due[0].next_fire, early);
+        assert_eq!(
+            block_on(store.next_due(&[], DueSet::All)).unwrap(),
+            Some(early)
+        );
+        for name in ["early", "today"] {
+            let id = block_on(store.job_get_by_name(&JobName::new(name).unwrap()))
+                .unwrap()
+                .and_then(|j| j.id)
+                .unwrap();
+            block_on(store.job_delete(id)).unwrap();
+        }
+        assert_eq!(
+            block_on(store.next_due(&[], DueSet::All)).unwrap(),
+            Some(late)
+        );
+        assert!(block_on(store.job_due(t0, 10, &[])).unwrap().is_empty());
+        store.engine.dialect().slot.check_out().assert_consistent();
     }
 
     /// Real threads on one store: each fire is claimed exactly once.
