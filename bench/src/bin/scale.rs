@@ -13,7 +13,7 @@
 //!
 //! ```text
 //! cargo run --release --manifest-path bench/Cargo.toml --bin scale -- [--sizes 10000,100000,1000000]
-//!     [--backends memory,memory-once,sqlite,pg] [--reps 30] [--runs 10000000] [--sqlite-runs N]
+//!     [--backends memory,memory-once,memory-window,sqlite,pg] [--reps 30] [--runs 10000000] [--sqlite-runs N]
 //!     [--takt target/release/takt] [--pg-url URL] [--api-reps 5]
 //! ```
 //!
@@ -23,7 +23,9 @@
 //! parameters, `{"line":"L12","batch":417}`, so the bytes per job count them). Every job has a daily cron (`0 3 * * *`, UTC) and
 //! its next fire set, so none is due — except in `memory-once` (a `MemoryStore` too, not run
 //! by default), where every job is a one-off a day ahead at its own instant with its own
-//! description, the definition no two jobs share; the 10 due jobs are one-offs re-armed before each pass
+//! description, the definition no two jobs share, and `memory-window` (not run by default
+//! either), where every job has the daily cron and a validity window of its own (from its own
+//! second from now on, for a year); the 10 due jobs are one-offs re-armed before each pass
 //! (`job_set_next_fire`, untimed) and their claimed runs finished after it (untimed).
 //! PostgreSQL uses the schema `bench_scale` (dropped first), at `--pg-url`, else
 //! `TAKT_TEST_PG_URL`, else `postgres://postgres@127.0.0.1:5432/test`.
@@ -97,12 +99,23 @@ fn rss() -> i64 {
 const SCHEMA: &str = "bench_scale";
 const DUE: usize = 10;
 
+/// What the jobs of a `MemoryStore` are like.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    /// Every job has the same daily cron.
+    Alike,
+    /// Every job is a one-off at its own instant with its own description (what one-off jobs
+    /// per order look like), so no two jobs have the same definition apart from the name and
+    /// parameters.
+    Once,
+    /// Every job has the daily cron and its own validity window (jobs valid for one order's
+    /// span).
+    Window,
+}
+
 /// Where the jobs live, and how to add many of them quickly.
 enum Backend {
-    /// `true`: every job is a one-off at its own instant with its own description (what
-    /// one-off jobs per order look like), so no two jobs have the same definition apart from
-    /// the name and parameters; `false`: every job has the same daily cron.
-    Memory(MemoryStore, bool),
+    Memory(MemoryStore, Workload),
     Sqlite(SqliteStore, std::path::PathBuf),
     Pg(PgStore, tokio_postgres::Client, String),
 }
@@ -121,8 +134,9 @@ fn template(name: &str, now: Timestamp) -> JobDef {
 impl Backend {
     fn label(&self) -> &'static str {
         match self {
-            Backend::Memory(_, false) => "MemoryStore",
-            Backend::Memory(_, true) => "MemoryStore (one-offs)",
+            Backend::Memory(_, Workload::Alike) => "MemoryStore",
+            Backend::Memory(_, Workload::Once) => "MemoryStore (one-offs)",
+            Backend::Memory(_, Workload::Window) => "MemoryStore (own windows)",
             Backend::Sqlite(..) => "SqliteStore",
             Backend::Pg(..) => "PgStore",
         }
@@ -132,7 +146,7 @@ impl Backend {
     async fn add_jobs(&self, from: usize, to: usize) {
         let now = Timestamp::now();
         match self {
-            Backend::Memory(store, once) => {
+            Backend::Memory(store, workload) => {
                 let job = template("scale-0", now);
                 for i in from..to {
                     let mut j = job.clone();
@@ -140,7 +154,17 @@ impl Backend {
                     // Each job its own small parameters, as real jobs have: a shared text
                     // would flatter a store that keeps one copy per distinct value.
                     j.params_json = format!(r#"{{"line":"L{}","batch":{i}}}"#, i % 64);
-                    if *once {
+                    if *workload == Workload::Window {
+                        let from = now
+                            .checked_add(jiff::SignedDuration::from_secs(i as i64))
+                            .expect("an instant in range");
+                        j.effective_from = Some(from);
+                        j.expires_at = Some(
+                            from.checked_add(jiff::SignedDuration::from_hours(24 * 365))
+                                .expect("an instant in range"),
+                        );
+                    }
+                    if *workload == Workload::Once {
                         // A day ahead (none due), each a second after the one before.
                         let at = now
                             .checked_add(jiff::SignedDuration::from_secs(86_400 + i as i64))
@@ -585,9 +609,14 @@ async fn main() {
     );
     for b in backends.split(',') {
         match b.trim() {
-            kind @ ("memory" | "memory-once") => {
+            kind @ ("memory" | "memory-once" | "memory-window") => {
                 let store = MemoryStore::new();
-                let backend = Backend::Memory(store.clone(), kind == "memory-once");
+                let workload = match kind {
+                    "memory-once" => Workload::Once,
+                    "memory-window" => Workload::Window,
+                    _ => Workload::Alike,
+                };
+                let backend = Backend::Memory(store.clone(), workload);
                 scenario(&backend, &store, &args, &sizes).await;
             }
             "sqlite" => {
@@ -622,7 +651,9 @@ async fn main() {
                         .expect("schema dropped");
                 }
             }
-            other => panic!("unknown backend {other:?}: memory, memory-once, sqlite or pg"),
+            other => panic!(
+                "unknown backend {other:?}: memory, memory-once, memory-window, sqlite or pg"
+            ),
         }
     }
 }

@@ -7,16 +7,17 @@
 //! what is each job's own and points at one shared copy of the rest:
 //!
 //! * [`Profile`] — every field a job definition is written with except what is typically each
-//!   job's own (name, parameters, description, a one-off's instant), interned: the table holds
-//!   one [`Arc`] per distinct profile, and jobs that share one share the copy. A profile leaves
-//!   the table with its last row.
-//! * the name, the description, the parameters' JSON text and, for a one-off
-//!   ([`Rule::Once`]), its instant, in one boxed byte string. One-off jobs (one per order, each
-//!   at its own instant) and jobs with their own description would otherwise each pay a whole
-//!   profile (~800 bytes): the profile keeps "once, in zone Z, with DST policy P" and the row
-//!   the instant, so one-offs that differ only in instant and description share it. A
-//!   description many jobs share is paid per job, like the parameters: descriptions are
-//!   mostly per job (what the order is), and a row has no room for a second pointer.
+//!   job's own (name, parameters, description, a one-off's instant, the validity window),
+//!   interned: the table holds one [`Arc`] per distinct profile, and jobs that share one share
+//!   the copy. A profile leaves the table with its last row.
+//! * the name, the description, the parameters' JSON text, a one-off's ([`Rule::Once`])
+//!   instant and the validity window's ends, in one boxed byte string. One-off jobs (one per
+//!   order, each at its own instant), jobs with their own description and jobs each valid for
+//!   their own span would otherwise each pay a whole profile (~800 bytes): the profile keeps
+//!   "once, in zone Z, with DST policy P" and the row the instant, so one-offs that differ
+//!   only in instant and description share it. A description or a window many jobs share is
+//!   paid per job, like the parameters: they are mostly per job (what the order is, when it
+//!   runs), and a row has no room for a second pointer.
 //! * the fields the store itself changes (enabled, next fire, version, update time), inline:
 //!   the next fire as seconds + nanoseconds and the update time as nanoseconds (exact from
 //!   1677 to 2262, which a time the store sets from its clock does not leave), so that no
@@ -62,8 +63,17 @@ const SECOND_BYTES: usize = 8;
 /// The bytes of an instant's nanoseconds after its seconds.
 const NANO_BYTES: usize = 4;
 
-/// The bit of a row's `name_len` that says the job is enabled (a name is at most 800 bytes).
+/// The bit of a row's `name_len` that says the job is enabled.
 const ENABLED: u16 = 1 << 15;
+/// The bit of a row's `name_len` that says `text` ends with an `effective_from`.
+const FROM: u16 = 1 << 14;
+/// The bit of a row's `name_len` that says `text` ends with an `expires_at`.
+const UNTIL: u16 = 1 << 13;
+/// The bits of a row's `name_len` that are the name's length (a name is at most 200
+/// characters, so at most 800 bytes).
+const NAME_LEN: u16 = 0x03ff;
+/// The bytes of a validity window's instant in `text`: seconds, nanoseconds.
+const WINDOW_BYTES: usize = 12;
 
 /// A row's description length for no description (a description is at most 16,000 bytes).
 const NO_DESCRIPTION: u16 = 0x7fff;
@@ -71,15 +81,13 @@ const NO_DESCRIPTION: u16 = 0x7fff;
 /// The bit of a row's `desc_len` that says a one-off's instant in `text` has nanoseconds.
 const SUBSEC: u16 = 1 << 15;
 
-/// Everything a job is written with except its name, parameters, description and a one-off's
-/// instant: what many jobs share.
+/// Everything a job is written with except its name, parameters, description, a one-off's
+/// instant and its validity window: what many jobs share.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Profile {
     group: Option<String>,
     handler_type: String,
     schedule: Option<Schedule>,
-    effective_from: Option<Timestamp>,
-    expires_at: Option<Timestamp>,
     timeout: Option<Duration>,
     retry: RetryPolicy,
     misfire: MisfirePolicy,
@@ -107,8 +115,6 @@ impl Profile {
                 }
                 _ => s.clone(),
             }),
-            effective_from: job.effective_from,
-            expires_at: job.expires_at,
             timeout: job.timeout,
             retry: job.retry.clone(),
             misfire: job.misfire,
@@ -183,8 +189,6 @@ impl Hash for Shared {
             s.zone().name().hash(state);
             s.dst().hash(state);
         }
-        p.effective_from.hash(state);
-        p.expires_at.hash(state);
         p.timeout.hash(state);
         p.retry.max_retries.hash(state);
         p.retry.retry_timeouts.hash(state);
@@ -209,7 +213,8 @@ impl Hash for Shared {
 struct Row {
     /// The name, the description, the parameters' JSON text (each UTF-8, so `text` is UTF-8
     /// up to the instant), then a one-off's instant ([`SECOND_BYTES`], when the profile's
-    /// schedule is a one-off).
+    /// schedule is a one-off), then the validity window's ends the job has
+    /// ([`WINDOW_BYTES`] each, [`FROM`] and [`UNTIL`]).
     text: Box<[u8]>,
     profile: Arc<Profile>,
     version: u64,
@@ -217,8 +222,8 @@ struct Row {
     /// The update time in nanoseconds since the Unix epoch ([`nanos`]), [`NONE`] for none.
     updated_at: i64,
     next_fire_ns: i32,
-    /// Where the name ends in `text` (names are at most 200 characters, so at most 800
-    /// bytes), and [`ENABLED`] when the job is enabled.
+    /// Where the name ends in `text` ([`NAME_LEN`]), and the flags [`ENABLED`], [`FROM`],
+    /// [`UNTIL`].
     name_len: u16,
     /// The description's length in `text` after the name, [`NO_DESCRIPTION`] for none, and
     /// [`SUBSEC`] when a one-off's instant has nanoseconds.
@@ -232,7 +237,7 @@ impl Row {
     }
 
     fn name_end(&self) -> usize {
-        usize::from(self.name_len & !ENABLED)
+        usize::from(self.name_len & NAME_LEN)
     }
 
     fn enabled(&self) -> bool {
@@ -261,9 +266,31 @@ impl Row {
         }
     }
 
-    /// Where the parameters end in `text` (the instant follows, for a one-off).
+    /// The bytes of the validity window's ends at the end of `text`.
+    fn window_bytes(&self) -> usize {
+        WINDOW_BYTES
+            * (usize::from(self.name_len & FROM != 0) + usize::from(self.name_len & UNTIL != 0))
+    }
+
+    /// Where the parameters end in `text` (a one-off's instant and the window follow).
     fn params_end(&self) -> usize {
-        self.text.len() - self.instant_bytes()
+        self.text.len() - self.instant_bytes() - self.window_bytes()
+    }
+
+    /// The validity window's ends, from the end of `text`.
+    fn window(&self) -> (Option<Timestamp>, Option<Timestamp>) {
+        let mut at = self.text.len() - self.window_bytes();
+        let mut read = |flag: u16| {
+            (self.name_len & flag != 0).then(|| {
+                let b = &self.text[at..at + WINDOW_BYTES];
+                at += WINDOW_BYTES;
+                let second = i64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+                let nanos = i32::from_le_bytes(b[8..].try_into().expect("4 bytes"));
+                instant(second, nanos).expect("a window's instant")
+            })
+        };
+        let from = read(FROM);
+        (from, read(UNTIL))
     }
 
     fn description(&self) -> Option<&str> {
@@ -281,7 +308,8 @@ impl Row {
         if !self.profile.once() {
             return Some(s.clone());
         }
-        let tail = &self.text[self.params_end()..];
+        let end = self.params_end();
+        let tail = &self.text[end..end + self.instant_bytes()];
         let (second, nanos) = tail.split_at(SECOND_BYTES);
         let second = i64::from_le_bytes(second.try_into().expect("8 bytes"));
         let nanos = match nanos {
@@ -302,6 +330,7 @@ impl Row {
 
     fn job(&self, id: JobId) -> JobDef {
         let p = &*self.profile;
+        let (effective_from, expires_at) = self.window();
         JobDef {
             id: Some(id),
             name: JobName::stored(self.name()),
@@ -310,8 +339,8 @@ impl Row {
             params_json: self.params().to_string(),
             schedule: self.schedule(),
             enabled: self.enabled(),
-            effective_from: p.effective_from,
-            expires_at: p.expires_at,
+            effective_from,
+            expires_at,
             timeout: p.timeout,
             retry: p.retry.clone(),
             misfire: p.misfire,
@@ -523,7 +552,10 @@ impl Jobs {
                 + job.params_json.len()
                 + once.map_or(0, |at| {
                     SECOND_BYTES + usize::from(at.subsec_nanosecond() != 0) * NANO_BYTES
-                }),
+                })
+                + WINDOW_BYTES
+                    * (usize::from(job.effective_from.is_some())
+                        + usize::from(job.expires_at.is_some())),
         );
         text.extend_from_slice(name.as_bytes());
         text.extend_from_slice(description.unwrap_or("").as_bytes());
@@ -534,6 +566,16 @@ impl Jobs {
             if at.subsec_nanosecond() != 0 {
                 text.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
                 subsec = SUBSEC;
+            }
+        }
+        // A window's ends are the row's, not the profile's: jobs each valid for their own
+        // span (an order's shift) would otherwise each pay a whole profile (~800 bytes).
+        let mut window = 0;
+        for (at, flag) in [(job.effective_from, FROM), (job.expires_at, UNTIL)] {
+            if let Some(at) = at {
+                text.extend_from_slice(&at.as_second().to_le_bytes());
+                text.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
+                window |= flag;
             }
         }
         let desc_len = description.map_or(NO_DESCRIPTION, |d| {
@@ -552,8 +594,9 @@ impl Jobs {
             next_fire_ns,
             name_len: u16::try_from(name.len())
                 .ok()
-                .filter(|&n| n & ENABLED == 0)
+                .filter(|&n| n <= NAME_LEN)
                 .expect("a name of at most 200 characters")
+                | window
                 | if job.enabled { ENABLED } else { 0 },
             desc_len,
         };
@@ -710,6 +753,35 @@ mod tests {
                 assert_eq!(row.text.len(), text + bytes, "{nanos} {description:?}");
             }
         }
+    }
+
+    /// A validity window is the row's: jobs each with their own window share one profile,
+    /// and every combination of its ends reads back exactly, beside a one-off's instant.
+    #[test]
+    fn jobs_with_their_own_windows_share_a_profile() {
+        let mut jobs = Jobs::default();
+        let mut stored = Vec::new();
+        for i in 0..40_i64 {
+            let mut j = job(i, &format!("shift-{i}"));
+            j.description = (i % 2 == 0).then(|| format!("order {i}"));
+            if i % 4 < 2 {
+                j.effective_from = Some(Timestamp::new(1_800_000_000 + i, (i * 7) as i32).unwrap());
+            }
+            if i % 8 < 4 || i % 4 == 1 {
+                j.expires_at = Some(Timestamp::new(1_900_000_000 - i, 0).unwrap());
+            }
+            if i % 3 == 0 {
+                let at = Timestamp::new(1_850_000_000 + i, (i % 2) as i32).unwrap();
+                j.schedule = Some(Schedule::new(Rule::Once(at), Zone::utc()));
+            }
+            jobs.insert(&j);
+            stored.push(j);
+        }
+        for j in &stored {
+            assert_eq!(jobs.get(j.id.unwrap()).as_ref(), Some(j), "{}", j.name);
+        }
+        // One profile for the one-offs, one for the jobs without a schedule.
+        assert_eq!(jobs.profiles.len(), 2);
     }
 
     /// An update time is exact from 1677 to 2262 and saturates beyond, never turning into
