@@ -212,8 +212,8 @@ impl Hash for Shared {
 #[derive(Clone, Debug)]
 struct Row {
     /// The name, the description, the parameters' JSON text (each UTF-8, so `text` is UTF-8
-    /// up to the instant), then a one-off's instant ([`SECOND_BYTES`], when the profile's
-    /// schedule is a one-off), then the validity window's ends the job has
+    /// up to the instant), then a one-off's instant ([`SECOND_BYTES`], then [`NANO_BYTES`]
+    /// when [`SUBSEC`]; when the profile's schedule is a one-off), then the validity window's ends the job has
     /// ([`WINDOW_BYTES`] each, [`FROM`] and [`UNTIL`]).
     text: Box<[u8]>,
     profile: Arc<Profile>,
@@ -377,7 +377,12 @@ fn parts(at: Option<Timestamp>) -> (i64, i32) {
 fn nanos(at: Option<Timestamp>) -> i64 {
     at.map_or(NONE, |t| {
         let ns = t.as_nanosecond();
-        i64::try_from(ns).unwrap_or(if ns < 0 { NONE + 1 } else { i64::MAX })
+        // `NONE` itself is an instant in range, the first one: stored as the next, so that
+        // it never reads back as "none".
+        i64::try_from(ns)
+            .ok()
+            .filter(|&n| n != NONE)
+            .unwrap_or(if ns < 0 { NONE + 1 } else { i64::MAX })
     })
 }
 
@@ -790,6 +795,11 @@ mod tests {
     fn an_update_time_outside_the_nanosecond_range_saturates() {
         let cases = [
             (Timestamp::new(-10_000_000_000, 1).unwrap(), i64::MIN + 1),
+            // The range's first nanosecond is the "none" marker's value: the next one.
+            (
+                Timestamp::from_nanosecond(i64::MIN.into()).unwrap(),
+                i64::MIN + 1,
+            ),
             (Timestamp::new(10_000_000_000, 1).unwrap(), i64::MAX),
             (Timestamp::new(-1, 999_999_999).unwrap(), -1),
         ];

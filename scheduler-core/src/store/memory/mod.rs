@@ -101,7 +101,8 @@ type FireSet = BTreeSet<(FireAt, JobId)>;
 /// outside it compares as the range's end, so a fire after 2262 is due at no instant this
 /// side of it and a fire before 1677 is due at every one, as it is exactly — only the claim
 /// order among such fires falls back to their ids. Nothing reads a fire time back from a
-/// key: the job's row holds it exactly.
+/// key: the job's row holds it exactly (so the next due instant is exact too, except that
+/// among several fires after 2262 it is the one of the lowest id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct FireAt(i64);
 
@@ -1760,7 +1761,7 @@ mod tests {
 
     /// The fires index keys instants as nanoseconds: a fire before 1677 is due, in order,
     /// before one of today; a fire after 2262 is not due today; and the next due instant is
-    /// the row's, exact to the nanosecond, outside that range too.
+    /// the row's, exact to the nanosecond, for the one fire after 2262 too.
     #[test]
     fn fires_outside_the_nanosecond_range_are_due_as_their_instants_say() {
         use super::super::Store;
