@@ -6,60 +6,114 @@
 //! thread cost ~46 µs per run on the reference machine (B3), more than everything else a
 //! no-op run costs; reuse takes that off every run while the host is busy.
 //!
-//! * A call goes to an idle thread if there is one, else to a new thread (so a burst, or
-//!   threads held by abandoned calls, never queue behind each other).
-//! * At most `max_idle` threads wait; more exit when their call returns.
-//! * An idle thread exits after [`IDLE_TIMEOUT`], so a quiet host holds no threads.
+//! * A call is queued only when a thread that is not inside a call is bound to take it: one
+//!   *spinning* (it just returned from a call and looks at the queue for [`SPIN`] before it
+//!   sleeps), or a sleeping one woken for it. Otherwise a new thread takes it. So a call never
+//!   waits for another call to return, whatever the others do (an abandoned call included).
+//! * At most [`max_spinning`] threads spin, none on a machine with one CPU. Handing a call to a
+//!   spinning thread costs no system call on either side, where waking a sleeping one costs a
+//!   futex wake and a context switch on each: in a burst of short runs (B3) one spinning
+//!   thread takes call after call as the runtime hands them over. A spin is bounded and
+//!   yields the CPU at every turn, so an idle host pays at most [`SPIN`] of CPU per call.
+//! * At most `max_idle` threads spin or sleep; more exit when their call returns.
+//! * A sleeping thread exits after [`IDLE_TIMEOUT`], so a quiet host holds no threads.
 //! * Threads are named `takt-run` (the run id is in every log line the call writes).
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 /// How long a thread without a call waits for one before it exits.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a thread whose call returned looks for the next one before it sleeps. A burst's
+/// runtime hands calls over a few microseconds apart; longer would only burn CPU on a quiet
+/// host.
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
+
 type Task = Box<dyn FnOnce() + Send + 'static>;
 
-/// The idle threads: each waits on its own one-slot channel, known by a number so that a
-/// thread giving up can take itself off the list.
+/// The call threads not inside a call, and the calls handed to them.
 pub(crate) struct Pool {
-    idle: Mutex<Idle>,
+    state: Mutex<State>,
+    /// Wakes sleeping threads; each wake is paid for by a token in [`State::tokens`].
+    wake: Condvar,
+    /// The queue's length, read without the lock by spinning threads.
+    queued: AtomicUsize,
     max_idle: usize,
+    max_spinning: usize,
 }
 
+/// Invariant (under the lock): `queue.len() <= spinning + tokens`, i.e. every queued call has
+/// a thread outside any call bound to look at the queue.
 #[derive(Default)]
-struct Idle {
-    waiting: Vec<(u64, SyncSender<Task>)>,
-    next_id: u64,
+struct State {
+    queue: VecDeque<Task>,
+    /// Threads looking at the queue for [`SPIN`] after their call returned.
+    spinning: usize,
+    /// Threads waiting on the condition variable (woken or not).
+    sleeping: usize,
+    /// Wakes sent to sleeping threads and not yet taken by one of them.
+    tokens: usize,
+}
+
+/// How many threads may spin at once: one where there is a second CPU for it, none where
+/// spinning could only delay the thread that would hand it a call.
+fn max_spinning() -> usize {
+    match std::thread::available_parallelism() {
+        Ok(n) if n.get() > 1 => 1,
+        _ => 0,
+    }
 }
 
 impl Pool {
     pub(crate) fn new(max_idle: usize) -> Arc<Pool> {
+        Pool::with_spinning(max_idle, max_spinning())
+    }
+
+    fn with_spinning(max_idle: usize, max_spinning: usize) -> Arc<Pool> {
         Arc::new(Pool {
-            idle: Mutex::new(Idle::default()),
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            queued: AtomicUsize::new(0),
             max_idle,
+            max_spinning: max_spinning.min(max_idle),
         })
     }
 
-    /// Runs `task` on an idle thread, or on a new one.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `task` on a thread outside any call: a spinning one, a sleeping one woken for it,
+    /// or a new one.
     pub(crate) fn execute(self: &Arc<Pool>, task: Task) -> std::io::Result<()> {
-        let waiting = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .waiting
-            .pop();
-        if let Some((_, tx)) = waiting {
-            // Taken off the list under the lock, so the thread will not give up: it blocks
-            // until this send arrives. A send can only fail if the thread died (a panic outside
-            // the task's own guard); then a new thread takes the task.
-            match tx.send(task) {
-                Ok(()) => return Ok(()),
-                Err(returned) => return self.spawn(returned.0),
-            }
+        let mut state = self.lock();
+        if state.queue.len() < state.spinning + state.tokens {
+            self.push(&mut state, task);
+            return Ok(());
         }
+        if state.sleeping > state.tokens {
+            state.tokens += 1;
+            self.push(&mut state, task);
+            drop(state);
+            self.wake.notify_one();
+            return Ok(());
+        }
+        drop(state);
         self.spawn(task)
+    }
+
+    fn push(&self, state: &mut State, task: Task) {
+        state.queue.push_back(task);
+        self.queued.store(state.queue.len(), Ordering::Release);
+    }
+
+    fn pop(&self, state: &mut State) -> Option<Task> {
+        let task = state.queue.pop_front();
+        self.queued.store(state.queue.len(), Ordering::Release);
+        task
     }
 
     fn spawn(self: &Arc<Pool>, task: Task) -> std::io::Result<()> {
@@ -73,50 +127,95 @@ impl Pool {
     fn work(&self, mut task: Task) {
         loop {
             task();
-            let (tx, rx) = sync_channel::<Task>(1);
-            let id = {
-                let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-                if idle.waiting.len() >= self.max_idle {
-                    return;
-                }
-                idle.next_id += 1;
-                let id = idle.next_id;
-                idle.waiting.push((id, tx));
-                id
-            };
-            match self.wait(&rx, id) {
+            match self.next() {
                 Some(next) => task = next,
                 None => return,
             }
         }
     }
 
-    /// The next task, or `None` when this thread gave up waiting.
-    fn wait(&self, rx: &Receiver<Task>, id: u64) -> Option<Task> {
-        match rx.recv_timeout(IDLE_TIMEOUT) {
-            Ok(task) => Some(task),
-            Err(RecvTimeoutError::Disconnected) => None,
-            Err(RecvTimeoutError::Timeout) => {
-                let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-                if let Some(at) = idle.waiting.iter().position(|(i, _)| *i == id) {
-                    idle.waiting.swap_remove(at);
-                    return None;
+    /// The next task for a thread whose call returned, or `None` when it should exit.
+    fn next(&self) -> Option<Task> {
+        let mut state = self.lock();
+        // One spin per returned call; after it, or when another thread spins, sleep.
+        let mut spun = false;
+        loop {
+            // A call queued for another thread may be taken by this one: the queue shrinks
+            // with it, so the invariant holds.
+            if let Some(task) = self.pop(&mut state) {
+                return Some(task);
+            }
+            if state.spinning + state.sleeping >= self.max_idle {
+                return None;
+            }
+            if !spun && state.spinning < self.max_spinning {
+                spun = true;
+                state.spinning += 1;
+                drop(state);
+                let (found, locked) = self.spin();
+                if found.is_some() {
+                    return found;
                 }
-                drop(idle);
-                // A caller took this thread off the list just now and is sending its task.
-                rx.recv().ok()
+                state = locked;
+                continue;
+            }
+            state = self.sleep(state)?;
+        }
+    }
+
+    /// Looks at the queue for [`SPIN`]. The caller is counted in `spinning` until the lock
+    /// under which it takes a call or gives up: a call queued for it while it spins is never
+    /// left in the queue behind the call it took.
+    fn spin(&self) -> (Option<Task>, MutexGuard<'_, State>) {
+        let until = Instant::now() + SPIN;
+        loop {
+            if self.queued.load(Ordering::Acquire) > 0 || Instant::now() >= until {
+                let mut state = self.lock();
+                if let Some(task) = self.pop(&mut state) {
+                    state.spinning -= 1;
+                    return (Some(task), state);
+                }
+                if Instant::now() >= until {
+                    state.spinning -= 1;
+                    return (None, state);
+                }
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Sleeps until woken with a token (then returns the lock, to look at the queue again:
+    /// its call may have been taken by a spinning thread meanwhile) or until
+    /// [`IDLE_TIMEOUT`] passed without one (`None`: exit).
+    fn sleep<'a>(&'a self, mut state: MutexGuard<'a, State>) -> Option<MutexGuard<'a, State>> {
+        state.sleeping += 1;
+        let deadline = Instant::now() + IDLE_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            state = self
+                .wake
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            // Any sleeper may take a token, the one notified or not: the token is what binds a
+            // thread to the queue, and a notified thread that finds none sleeps on.
+            if state.tokens > 0 {
+                state.tokens -= 1;
+                state.sleeping -= 1;
+                return Some(state);
+            }
+            if Instant::now() >= deadline {
+                state.sleeping -= 1;
+                return None;
             }
         }
     }
 
-    /// Threads waiting for a call.
+    /// Threads not inside a call (spinning or sleeping).
     #[cfg(test)]
     pub(crate) fn idle(&self) -> usize {
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .waiting
-            .len()
+        let state = self.lock();
+        state.spinning + state.sleeping
     }
 }
 
@@ -144,8 +243,10 @@ mod tests {
             }
             let _ = id;
         }
-        let ids: std::collections::HashSet<_> = (0..5)
-            .map(|_| {
+        // Handed to the thread while it spins (at once) and once it sleeps (after a pause
+        // longer than the spin).
+        let ids: std::collections::HashSet<_> = (0..6)
+            .map(|i| {
                 let tx = tx.clone();
                 pool.execute(Box::new(move || {
                     tx.send(std::thread::current().id()).unwrap()
@@ -154,6 +255,9 @@ mod tests {
                 let id = rx.recv().unwrap();
                 while pool.idle() == 0 {
                     std::thread::yield_now();
+                }
+                if i % 2 == 1 {
+                    std::thread::sleep(SPIN * 20);
                 }
                 id
             })
@@ -179,7 +283,7 @@ mod tests {
         for _ in 0..4 {
             release_tx.send(()).unwrap();
         }
-        let begun = std::time::Instant::now();
+        let begun = Instant::now();
         while pool.idle() < 2 {
             assert!(begun.elapsed() < Duration::from_secs(10));
             std::thread::yield_now();
@@ -195,10 +299,17 @@ mod tests {
     /// shows as a hung round).
     #[test]
     fn a_call_never_waits_behind_another() {
-        let pool = Pool::new(4);
+        // Without a spinning thread, with the one a machine with two CPUs has, and with more.
+        for spinning in [0, 1, 3] {
+            never_waits_behind_another(spinning);
+        }
+    }
+
+    fn never_waits_behind_another(spinning: usize) {
+        let pool = Pool::with_spinning(4, spinning);
         let k = 8;
         for round in 0..300 {
-            let gate = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+            let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
             let (done_tx, done_rx) = channel();
             for _ in 0..k {
                 let gate = gate.clone();
@@ -218,7 +329,10 @@ mod tests {
             }
             for _ in 0..k {
                 let together = done_rx.recv_timeout(Duration::from_secs(20)).unwrap();
-                assert!(together, "round {round}: a call waited behind another");
+                assert!(
+                    together,
+                    "round {round}, {spinning} spinning: a call waited behind another"
+                );
             }
         }
         // Between rounds at most `max_idle` threads wait.
