@@ -254,9 +254,12 @@ impl<S: Store + Clone + 'static> Shell<S> {
                     ),
                 );
                 let ctx = self.ctx.clone();
-                let task = res.runs.spawn(async move {
+                // Boxed: a run's future is kilobytes, and tokio copies a future it is given
+                // by value through its spawn layers and again into the task's cell when it
+                // completes; a box is copied as a pointer.
+                let task = res.runs.spawn(Box::pin(async move {
                     Event::RunEnded(Box::new(run::execute(&ctx, id, claimed, cancel).await))
-                });
+                }));
                 res.run_of_task.insert(task.id(), id);
             }
             Step::Cancel { run, why } => {
@@ -289,13 +292,14 @@ impl<S: Store + Clone + 'static> Shell<S> {
                 {
                     res.ending.insert(run, *job);
                 }
-                let task = res.records.spawn(async move {
+                // Boxed, as a run's future is.
+                let task = res.records.spawn(Box::pin(async move {
                     let state = run::record(&ctx.store, run, attempt, &finish, stop).await;
                     if let (Some(state), Some((job, name, fire))) = (state, observed) {
                         observe_end(&*ctx.observer, job, &name, fire, attempt, state, &finish);
                     }
                     (run, state)
-                });
+                }));
                 res.record_of_task.insert(task.id(), run);
             }
             Step::Reply(answer) => {

@@ -6,13 +6,13 @@
 //! [`Store::run_progress`], and stops at [`LogForwarder::finish`]. Lines a plugin writes after
 //! that (an abandoned thread) go nowhere: the run's record is final.
 //!
-//! The flusher task is started by the run's first line or progress report, not with the run:
-//! most runs of a busy host write nothing, and a task spawned, woken and joined per run was a
-//! measurable part of a no-op run's cost (B3). A line still reaches the store while the run
-//! goes on, as before.
+//! The flusher task, and the channel to it, are made by the run's first line or progress
+//! report, not with the run: most runs of a busy host write nothing, and a task spawned,
+//! woken and joined per run was a measurable part of a no-op run's cost (B3), as was the
+//! channel's first block (~2 KB allocated and freed per run). A line still reaches the store
+//! while the run goes on, as before.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use takt_core::run::{Progress, RunId};
 use takt_core::store::{LogLevel, LogLine, Store};
@@ -34,8 +34,8 @@ enum Msg {
 
 /// Where the flusher is.
 enum Flusher {
-    /// Nothing written yet: the receiving end waits for the first message.
-    NotStarted(mpsc::UnboundedReceiver<Msg>),
+    /// Nothing written yet.
+    NotStarted,
     /// Started by the first message; `finish` stops it and waits for its last write.
     Running(oneshot::Sender<()>, JoinHandle<()>),
     /// `finish` ran: later messages are dropped.
@@ -44,10 +44,10 @@ enum Flusher {
 
 /// The sink side, handed to the executor.
 struct ChannelSink<S> {
-    tx: mpsc::UnboundedSender<Msg>,
+    /// The flusher's channel, set when it starts, so that every later message is a plain
+    /// channel send.
+    tx: OnceLock<mpsc::UnboundedSender<Msg>>,
     clock: Arc<dyn Clock>,
-    /// Set once the flusher runs, so that every later message is a plain channel send.
-    started: AtomicBool,
     flusher: Mutex<Flusher>,
     store: S,
     run: RunId,
@@ -57,26 +57,32 @@ struct ChannelSink<S> {
 
 impl<S: Store + Clone + 'static> ChannelSink<S> {
     fn send(&self, msg: Msg) {
-        if !self.started.load(Ordering::Acquire) {
-            let mut flusher = self.flusher.lock().unwrap_or_else(PoisonError::into_inner);
-            match std::mem::replace(&mut *flusher, Flusher::Finished) {
-                Flusher::NotStarted(rx) => {
-                    let (stop, stop_rx) = oneshot::channel();
-                    let task =
-                        self.runtime
-                            .spawn(flush_loop(self.store.clone(), self.run, rx, stop_rx));
-                    *flusher = Flusher::Running(stop, task);
-                    self.started.store(true, Ordering::Release);
-                }
-                other => *flusher = other,
-            }
-            if matches!(*flusher, Flusher::Finished) {
-                // The run is final: the line is dropped.
-                return;
-            }
+        if let Some(tx) = self.tx.get() {
+            // A send fails only after `finish`: the run is final, so the message is dropped.
+            let _ = tx.send(msg);
+            return;
         }
-        // A send fails only after `finish`: the run is final, so the message is dropped.
-        let _ = self.tx.send(msg);
+        let mut flusher = self.flusher.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*flusher {
+            Flusher::NotStarted => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let (stop, stop_rx) = oneshot::channel();
+                let task =
+                    self.runtime
+                        .spawn(flush_loop(self.store.clone(), self.run, rx, stop_rx));
+                *flusher = Flusher::Running(stop, task);
+                let _ = tx.send(msg);
+                // Under the lock: a racing first message waits for it and then sends here.
+                let _ = self.tx.set(tx);
+            }
+            Flusher::Running(..) => {
+                if let Some(tx) = self.tx.get() {
+                    let _ = tx.send(msg);
+                }
+            }
+            // The run is final: the line is dropped.
+            Flusher::Finished => {}
+        }
     }
 }
 
@@ -131,12 +137,10 @@ impl LogForwarder {
         run: RunId,
         clock: Arc<dyn Clock>,
     ) -> LogForwarder {
-        let (tx, rx) = mpsc::unbounded_channel();
         let sink = Arc::new(ChannelSink {
-            tx,
+            tx: OnceLock::new(),
             clock,
-            started: AtomicBool::new(false),
-            flusher: Mutex::new(Flusher::NotStarted(rx)),
+            flusher: Mutex::new(Flusher::NotStarted),
             store,
             run,
             runtime: Handle::current(),
@@ -157,7 +161,7 @@ impl LogForwarder {
     pub(crate) async fn finish(self) {
         match self.stop.take() {
             // Nothing was ever written; a message sent from now on is dropped.
-            Flusher::NotStarted(_) | Flusher::Finished => {}
+            Flusher::NotStarted | Flusher::Finished => {}
             Flusher::Running(stop, task) => {
                 let _ = stop.send(());
                 if let Err(e) = task.await {
