@@ -320,14 +320,52 @@ fn decode<P: DeserializeOwned>(params: &str) -> Result<P, JobError> {
         }
         return decode_text("{}");
     }
-    match decode_text(params) {
-        // `{}` is what a job without params stores (job params are a JSON object), so a
-        // handler that takes none (`()`, an `Option`) must accept it as "nothing".
-        Err(e) if is_empty_object(params) => {
-            use serde::de::value::UnitDeserializer;
-            P::deserialize(UnitDeserializer::<Mismatch>::new()).map_err(|_| e)
+    if is_empty_object(params) {
+        // `{}` is what a job without params stores (job params are a JSON object), so it is
+        // what most runs decode. Read as JSON first where that fits, without parsing or
+        // allocating; then a handler that takes none (`()`, an `Option`) accepts it as
+        // "nothing"; the detailed message is built only when neither fits. (serde_json's
+        // private types, `RawValue`, fit only the text: an `Option` of one reads `None`.)
+        use serde::de::value::UnitDeserializer;
+        if let Ok(p) = P::deserialize(EmptyObject) {
+            return Ok(p);
         }
-        decoded => decoded,
+        if let Ok(p) = P::deserialize(UnitDeserializer::<Mismatch>::new()) {
+            return Ok(p);
+        }
+    }
+    decode_text(params)
+}
+
+/// The JSON text `{}` as a deserializer that neither parses nor allocates: a map with no
+/// entries, as serde_json gives it to any type (`Some` of it to an `Option`, and to a
+/// newtype's inner type), so a type reads from it exactly what it reads from the text.
+struct EmptyObject;
+
+impl<'de> serde::Deserializer<'de> for EmptyObject {
+    type Error = Mismatch;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, Mismatch> {
+        v.visit_map(serde::de::value::MapDeserializer::<_, Mismatch>::new(
+            std::iter::empty::<((), ())>(),
+        ))
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, Mismatch> {
+        v.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        v: V,
+    ) -> Result<V::Value, Mismatch> {
+        v.visit_newtype_struct(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
     }
 }
 
@@ -641,6 +679,84 @@ mod tests {
         assert_eq!(decode::<Option<u32>>("").unwrap(), None);
         let e = decode::<CleanParams>("").unwrap_err();
         assert!(e.message().contains("missing field `dir`"), "{e}");
+    }
+
+    /// `{}` is read without parsing, and must read as the text does for every kind of type.
+    #[test]
+    fn an_empty_object_reads_as_its_json_text() {
+        use std::collections::{BTreeMap, HashMap};
+
+        #[derive(Deserialize, Debug, PartialEq)]
+        struct AllDefault {
+            #[serde(default)]
+            n: u32,
+            #[serde(default)]
+            tags: Vec<String>,
+        }
+        #[derive(Deserialize, Debug, PartialEq)]
+        struct Wrapper(AllDefault);
+        #[derive(Deserialize, Debug, PartialEq)]
+        #[serde(untagged)]
+        enum Either {
+            Number(u32),
+            Defaults {
+                #[serde(default)]
+                k: u32,
+            },
+        }
+        #[derive(Deserialize, Debug, PartialEq)]
+        enum Tagged {
+            A,
+            B { k: u32 },
+        }
+        #[derive(Deserialize, Debug, PartialEq)]
+        struct Strict {
+            dir: String,
+        }
+
+        fn same<P: DeserializeOwned + PartialEq + std::fmt::Debug>(text: &str) {
+            let json = serde_json::from_str::<P>(text).ok();
+            let fast = P::deserialize(EmptyObject).ok();
+            assert_eq!(fast, json, "{} from {text}", std::any::type_name::<P>());
+        }
+        for text in ["{}", " { } "] {
+            same::<AllDefault>(text);
+            same::<Option<AllDefault>>(text);
+            same::<Wrapper>(text);
+            same::<HashMap<String, u32>>(text);
+            same::<BTreeMap<String, String>>(text);
+            same::<serde_json::Value>(text);
+            same::<Option<serde_json::Value>>(text);
+            same::<Either>(text);
+            same::<Tagged>(text);
+            same::<Strict>(text);
+            same::<Option<Strict>>(text);
+            same::<()>(text);
+            same::<Option<u32>>(text);
+            same::<Vec<u32>>(text);
+            same::<String>(text);
+            same::<u32>(text);
+            same::<bool>(text);
+        }
+        // What `decode` makes of it: JSON's reading where there is one, else "nothing",
+        // else JSON's own message.
+        assert_eq!(
+            decode::<Option<AllDefault>>("{}").unwrap(),
+            Some(AllDefault { n: 0, tags: vec![] })
+        );
+        assert_eq!(
+            decode::<serde_json::Value>("{}").unwrap(),
+            serde_json::json!({})
+        );
+        assert_eq!(decode::<Option<Strict>>("{}").unwrap(), None);
+        let e = decode::<Strict>(" {} ").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::INVALID_PARAMS);
+        assert!(e.message().contains("missing field `dir`"), "{e}");
+        let e = decode::<u32>("{}").unwrap_err();
+        assert!(
+            e.message().contains("invalid type: map, expected u32"),
+            "{e}"
+        );
     }
 
     #[test]
