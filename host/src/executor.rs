@@ -245,7 +245,7 @@ impl Executor {
     /// nobody will ever cancel.
     pub async fn run_with_cancel(
         &self,
-        req: RunRequest,
+        mut req: RunRequest,
         sink: Arc<dyn RunSink>,
         cancel: CancelToken,
     ) -> RunReport {
@@ -323,7 +323,7 @@ impl Executor {
 
         let (tx, mut rx) = oneshot::channel::<CallResult>();
         if let Err(e) = spawn_call(
-            &req,
+            &mut req,
             wait_until,
             deadline_unix_ms,
             state.clone(),
@@ -529,9 +529,11 @@ async fn shutdown_grace(rx: &mut watch::Receiver<Option<Duration>>) -> Duration 
 }
 
 /// Starts the call on a thread of its own (a reused one when one is idle: `pool`), which
-/// first waits for `wait_until` if given.
+/// first waits for `wait_until` if given. Takes from `req` what only the call reads (its
+/// handler, params and the names it is told), so that they are moved, not copied, per run;
+/// the rest stays for the host's side of the call.
 fn spawn_call(
-    req: &RunRequest,
+    req: &mut RunRequest,
     wait_until: Option<Instant>,
     deadline_unix_ms: i64,
     state: Arc<CallState>,
@@ -539,11 +541,11 @@ fn spawn_call(
     tx: oneshot::Sender<CallResult>,
 ) -> std::io::Result<()> {
     let target = req.target.clone();
-    let handler = req.handler.clone();
+    let handler = std::mem::take(&mut req.handler);
     let handler_type = req.handler_type.clone();
-    let params = req.params_json.clone();
-    let job_id = req.job_id.clone();
-    let job_name = req.job_name.clone();
+    let params = std::mem::take(&mut req.params_json);
+    let job_id = std::mem::take(&mut req.job_id);
+    let job_name = std::mem::take(&mut req.job_name);
     let run_id = req.run_id.clone();
     let attempt = req.attempt;
     let fire_time_unix_ms = req.fire_time.as_millisecond();
