@@ -169,15 +169,13 @@ impl Pool {
     fn spin(&self) -> (Option<Task>, MutexGuard<'_, State>) {
         let until = Instant::now() + SPIN;
         loop {
-            if self.queued.load(Ordering::Acquire) > 0 || Instant::now() >= until {
+            let over = Instant::now() >= until;
+            if over || self.queued.load(Ordering::Acquire) > 0 {
                 let mut state = self.lock();
-                if let Some(task) = self.pop(&mut state) {
+                let task = self.pop(&mut state);
+                if task.is_some() || over {
                     state.spinning -= 1;
-                    return (Some(task), state);
-                }
-                if Instant::now() >= until {
-                    state.spinning -= 1;
-                    return (None, state);
+                    return (task, state);
                 }
             }
             std::thread::yield_now();

@@ -305,32 +305,24 @@ async fn until_cancelled(ctx: JobContext) {
 }
 
 fn decode<P: DeserializeOwned>(params: &str) -> Result<P, JobError> {
+    // The trials use error types that do not allocate, so a handler pays nothing for the one
+    // that does not fit; only when none fits is serde_json's detailed message built.
+    use serde::de::value::UnitDeserializer;
+    let nothing = || P::deserialize(UnitDeserializer::<Mismatch>::new()).ok();
+    let empty_object = || P::deserialize(EmptyObject).ok();
     if params.trim().is_empty() {
-        // No params: a unit or Option reads "nothing", an all-defaults struct reads `{}`. Both
-        // trials use an error type that does not allocate, so a handler without params pays
-        // nothing for the one that does not fit; only when neither fits is the detailed
-        // message built.
-        use serde::de::value::{MapDeserializer, UnitDeserializer};
-        if let Ok(p) = P::deserialize(UnitDeserializer::<Mismatch>::new()) {
-            return Ok(p);
-        }
-        let empty = MapDeserializer::<_, Mismatch>::new(std::iter::empty::<((), ())>());
-        if let Ok(p) = P::deserialize(empty) {
-            return Ok(p);
-        }
-        return decode_text("{}");
+        // No params: a unit or Option reads "nothing", an all-defaults struct reads `{}`.
+        return nothing()
+            .or_else(empty_object)
+            .map_or_else(|| decode_text("{}"), Ok);
     }
     if is_empty_object(params) {
         // `{}` is what a job without params stores (job params are a JSON object), so it is
-        // what most runs decode. Read as JSON first where that fits, without parsing or
-        // allocating; then a handler that takes none (`()`, an `Option`) accepts it as
-        // "nothing"; the detailed message is built only when neither fits. (serde_json's
-        // private types, `RawValue`, fit only the text: an `Option` of one reads `None`.)
-        use serde::de::value::UnitDeserializer;
-        if let Ok(p) = P::deserialize(EmptyObject) {
-            return Ok(p);
-        }
-        if let Ok(p) = P::deserialize(UnitDeserializer::<Mismatch>::new()) {
+        // what most runs decode: read as JSON reads it where that fits, without parsing it;
+        // then a handler that takes none (`()`, an `Option`) accepts it as "nothing".
+        // (serde_json's private types, `RawValue`, fit only the text: an `Option` of one
+        // reads `None`.)
+        if let Some(p) = empty_object().or_else(nothing) {
             return Ok(p);
         }
     }

@@ -282,11 +282,8 @@ impl Row {
         let mut at = self.text.len() - self.window_bytes();
         let mut read = |flag: u16| {
             (self.name_len & flag != 0).then(|| {
-                let b = &self.text[at..at + WINDOW_BYTES];
                 at += WINDOW_BYTES;
-                let second = i64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
-                let nanos = i32::from_le_bytes(b[8..].try_into().expect("4 bytes"));
-                instant(second, nanos).expect("a window's instant")
+                read_instant(&self.text[at - WINDOW_BYTES..at])
             })
         };
         let from = read(FROM);
@@ -309,14 +306,7 @@ impl Row {
             return Some(s.clone());
         }
         let end = self.params_end();
-        let tail = &self.text[end..end + self.instant_bytes()];
-        let (second, nanos) = tail.split_at(SECOND_BYTES);
-        let second = i64::from_le_bytes(second.try_into().expect("8 bytes"));
-        let nanos = match nanos {
-            [] => 0,
-            n => i32::from_le_bytes(n.try_into().expect("4 bytes")),
-        };
-        let at = instant(second, nanos).expect("a one-off's instant");
+        let at = read_instant(&self.text[end..end + self.instant_bytes()]);
         Some(Schedule::new(Rule::Once(at), s.zone().clone()).with_dst(s.dst()))
     }
 
@@ -387,6 +377,26 @@ fn nanos(at: Option<Timestamp>) -> i64 {
 }
 
 /// The instant [`parts`] split.
+/// Writes `at` into a row's `text`: its seconds ([`SECOND_BYTES`]), then its nanoseconds
+/// ([`NANO_BYTES`]) when `with_nanos` (a one-off's instant leaves them out when they are zero).
+fn put_instant(text: &mut Vec<u8>, at: Timestamp, with_nanos: bool) {
+    text.extend_from_slice(&at.as_second().to_le_bytes());
+    if with_nanos {
+        text.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
+    }
+}
+
+/// Reads what [`put_instant`] wrote: [`SECOND_BYTES`], or those and [`NANO_BYTES`].
+fn read_instant(bytes: &[u8]) -> Timestamp {
+    let (second, nanos) = bytes.split_at(SECOND_BYTES);
+    let second = i64::from_le_bytes(second.try_into().expect("8 bytes"));
+    let nanos = match nanos {
+        [] => 0,
+        n => i32::from_le_bytes(n.try_into().expect("4 bytes")),
+    };
+    Timestamp::new(second, nanos).expect("an instant that was stored")
+}
+
 fn instant(second: i64, nanos: i32) -> Option<Timestamp> {
     (second != NONE).then(|| Timestamp::new(second, nanos).expect("an instant that was stored"))
 }
@@ -567,9 +577,9 @@ impl Jobs {
         text.extend_from_slice(job.params_json.as_bytes());
         let mut subsec = 0;
         if let Some(at) = once {
-            text.extend_from_slice(&at.as_second().to_le_bytes());
-            if at.subsec_nanosecond() != 0 {
-                text.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
+            let with_nanos = at.subsec_nanosecond() != 0;
+            put_instant(&mut text, at, with_nanos);
+            if with_nanos {
                 subsec = SUBSEC;
             }
         }
@@ -578,8 +588,7 @@ impl Jobs {
         let mut window = 0;
         for (at, flag) in [(job.effective_from, FROM), (job.expires_at, UNTIL)] {
             if let Some(at) = at {
-                text.extend_from_slice(&at.as_second().to_le_bytes());
-                text.extend_from_slice(&at.subsec_nanosecond().to_le_bytes());
+                put_instant(&mut text, at, true);
                 window |= flag;
             }
         }
