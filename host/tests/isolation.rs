@@ -29,15 +29,35 @@ use takt_plugin_api::abi::LogLevel;
 /// Tests that count processes and threads must not overlap.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The testing plugin, built once, copied into a directory of its own (with its shadow
-/// directory beside it).
+/// The testing plugin, built once, copied into a directory of this process's own (with its
+/// shadow directory beside it).
+///
+/// One directory per process, not per test binary: nextest runs each test in a process of its
+/// own, and a directory shared between them let one process's start (which cleared it) or
+/// host (which prunes shadow copies it does not hold) delete a copy another process's worker
+/// was about to load.
 fn plugin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let built = common::build(&["takt-plugin-testing"]);
-        // Under the target directory, replaced at each run: a static has no teardown, and a
-        // directory per process under the temp dir would pile up.
-        let dir = built.join("isolation-tests");
+        // Under the target directory: a static has no teardown, so each process clears the
+        // directories of processes that are gone instead of leaving its own to pile up.
+        let root = built.join("isolation-tests");
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            for entry in entries.flatten() {
+                let gone = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|name| name.parse::<u32>().ok())
+                    .is_none_or(|pid| !alive(pid));
+                if gone {
+                    // An older layout kept files at the root: those go too.
+                    let _ = std::fs::remove_dir_all(entry.path())
+                        .or_else(|_| std::fs::remove_file(entry.path()));
+                }
+            }
+        }
+        let dir = root.join(std::process::id().to_string());
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = common::cdylib(&built, "takt-plugin-testing");
