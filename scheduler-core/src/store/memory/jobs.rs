@@ -282,8 +282,9 @@ impl Row {
         let mut at = self.text.len() - self.window_bytes();
         let mut read = |flag: u16| {
             (self.name_len & flag != 0).then(|| {
+                let bytes = &self.text[at..at + WINDOW_BYTES];
                 at += WINDOW_BYTES;
-                read_instant(&self.text[at - WINDOW_BYTES..at])
+                read_instant(bytes)
             })
         };
         let from = read(FROM);
@@ -376,7 +377,6 @@ fn nanos(at: Option<Timestamp>) -> i64 {
     })
 }
 
-/// The instant [`parts`] split.
 /// Writes `at` into a row's `text`: its seconds ([`SECOND_BYTES`]), then its nanoseconds
 /// ([`NANO_BYTES`]) when `with_nanos` (a one-off's instant leaves them out when they are zero).
 fn put_instant(text: &mut Vec<u8>, at: Timestamp, with_nanos: bool) {
@@ -397,6 +397,7 @@ fn read_instant(bytes: &[u8]) -> Timestamp {
     Timestamp::new(second, nanos).expect("an instant that was stored")
 }
 
+/// The instant [`parts`] split.
 fn instant(second: i64, nanos: i32) -> Option<Timestamp> {
     (second != NONE).then(|| Timestamp::new(second, nanos).expect("an instant that was stored"))
 }
