@@ -641,6 +641,89 @@ fn a_held_write_lock_is_transient() {
     block_on(store.job_insert(&job, ts("2026-06-01T10:00:00Z"))).expect("after the lock");
 }
 
+/// The names of the store's jobs, in name order.
+fn job_names(store: &SqliteStore) -> Vec<String> {
+    block_on(store.job_list())
+        .expect("list")
+        .into_iter()
+        .map(|j| j.name.to_string())
+        .collect()
+}
+
+/// Reads go through a connection of their own: a read does not wait while the store's
+/// writing connection is busy (here a job insert, waiting for another process's write lock;
+/// in a host a claim or a batch of finishes), and it sees what was committed, never what
+/// another connection has written but not committed.
+#[test]
+fn reads_do_not_wait_for_the_writing_connection() {
+    let dir = TempDir::new("reader");
+    let path = dir.file("takt.db");
+    let store = SqliteStore::open(
+        &path,
+        &SqliteOptions::default().with_busy_timeout(Duration::from_secs(5)),
+    )
+    .expect("open");
+    let now = ts("2026-06-01T10:00:00Z");
+    let first = block_on(store.job_insert(&JobDef::new("first", "t::noop").expect("job"), now))
+        .expect("insert");
+    let other = rusqlite::Connection::open(&path).expect("raw open");
+    other
+        .execute_batch("BEGIN IMMEDIATE; DELETE FROM jobs")
+        .expect("hold the write lock with a change not committed");
+    let inserted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (store, inserted) = (store.clone(), inserted.clone());
+        std::thread::spawn(move || {
+            let job = JobDef::new("second", "t::noop").expect("job");
+            let r = block_on(store.job_insert(&job, now));
+            inserted.store(true, Ordering::SeqCst);
+            r
+        })
+    };
+    // The insert checks out the writing connection and waits in SQLite's busy handler, up to
+    // the busy timeout, for the lock held above.
+    std::thread::sleep(Duration::from_millis(300));
+    let read = block_on(store.job_get(first.id.expect("an id"))).expect("read");
+    let names = job_names(&store);
+    assert!(
+        !inserted.load(Ordering::SeqCst),
+        "the reads waited for the writing connection (the insert ended first)"
+    );
+    assert_eq!(read.map(|j| j.name.to_string()), Some("first".to_string()));
+    assert_eq!(names, ["first"], "the uncommitted delete is not seen");
+    other.execute_batch("ROLLBACK").expect("unlock");
+    writer
+        .join()
+        .expect("writer")
+        .expect("the insert after the lock");
+    let names = job_names(&store);
+    assert_eq!(
+        names,
+        ["first", "second"],
+        "a committed write is read at once"
+    );
+}
+
+/// A closed store, its reading connection used, leaves a database file that is whole on its
+/// own (the last connection to close checkpointed the WAL into it and removed it): a copy of
+/// the file alone is a backup.
+#[test]
+fn a_closed_store_leaves_no_wal_beside_its_file() {
+    let dir = TempDir::new("closed");
+    let path = dir.file("takt.db");
+    let store = open(&path);
+    let now = ts("2026-06-01T10:00:00Z");
+    block_on(store.job_insert(&JobDef::new("kept", "t::noop").expect("job"), now)).expect("insert");
+    assert_eq!(block_on(store.job_list()).expect("a read").len(), 1);
+    assert!(dir.file("takt.db-wal").exists(), "a WAL while open");
+    drop(store);
+    assert!(
+        !dir.file("takt.db-wal").exists(),
+        "the WAL was left beside the closed database"
+    );
+    assert_eq!(job_names(&open(&path)), ["kept"]);
+}
+
 /// One job per schedule kind, with every field of the model set.
 fn jobs_of_every_kind() -> Vec<JobDef> {
     let berlin = Zone::get("Europe/Berlin").expect("zone");

@@ -187,6 +187,29 @@ fn checkpoint_loop(conn: &Connection, asks: &mpsc::Receiver<()>, commits: &Atomi
     }
 }
 
+/// The store's reading connection (see `SqliteDialect::read_session`): a second connection
+/// to the file with the store's settings, made read-only (`query_only`), so a read routed
+/// here by mistake fails instead of writing outside the writer's order. `None`, after a
+/// warning, when it cannot be had: reads then share the writer's connection, as before.
+pub(super) fn open_reader(path: &Path, options: &SqliteOptions, shown: &Arc<str>) -> Option<Db> {
+    let opened = connect(path, options).and_then(|conn| {
+        conn.pragma_update(None, "query_only", "ON")
+            .map_err(|e| sql_error(shown, "making the reading connection read-only", e))?;
+        Ok(conn)
+    });
+    match opened {
+        Ok(conn) => Some(Db {
+            conn,
+            path: shown.clone(),
+            checkpointer: None,
+        }),
+        Err(e) => {
+            tracing::warn!("{e}; reads of {shown} share the writer's connection");
+            None
+        }
+    }
+}
+
 /// Opens a connection to `path` with the store's settings, refusing corrupt, foreign and
 /// read-only files before anything is written.
 pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> StoreResult<Connection> {

@@ -51,6 +51,16 @@ pub trait Dialect: Send + Sync + 'static {
     /// call for messages.
     fn session(&self, what: &'static str) -> impl Future<Output = Res<Self::Session>> + Send;
 
+    /// A session for one auto-commit read (the engine's `read!` calls: listings, the loop's
+    /// due reads), which writes nothing and needs no transaction. Default: [`Self::session`].
+    /// A backend whose one writer connection would make a read wait behind a write (the
+    /// SQLite store: claims and the finishing thread's batches) may answer it from a
+    /// connection of its own; what it reads is what was committed when it ran, as on a
+    /// server's pool.
+    fn read_session(&self, what: &'static str) -> impl Future<Output = Res<Self::Session>> + Send {
+        self.session(what)
+    }
+
     /// Waits `pause` before the engine tries a call again after `error` (the core has no
     /// timer). A backend whose errors are never [`super::Retry::Safe`] is never asked.
     fn pause(

@@ -626,13 +626,13 @@ fn clipped(key: &AlertKey) -> AlertKey {
     }
 }
 
-/// A read on an auto-commit connection of a fresh session, retried while it fails
-/// transiently: `read!(engine, "what", |c| c.primitive(args))`.
+/// A read on an auto-commit connection of a fresh read session ([`Dialect::read_session`]),
+/// retried while it fails transiently: `read!(engine, "what", |c| c.primitive(args))`.
 macro_rules! read {
     ($engine:expr, $what:literal, |$c:ident| $call:expr) => {{
         let d = &$engine.dialect;
         retrying(d, $what, || async {
-            let mut s = d.session($what).await?;
+            let mut s = d.read_session($what).await?;
             let mut $c = s.conn();
             $call.await
         })
