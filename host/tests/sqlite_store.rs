@@ -303,7 +303,8 @@ fn migrations_applied_twice_are_a_noop() {
             (11, "continuations"),
             (12, "job_groups"),
             (13, "recurring_jobs"),
-            (14, "recurring_next_due")
+            (14, "recurring_next_due"),
+            (15, "redundant_run_index")
         ]
     );
     assert_eq!(
@@ -476,7 +477,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         .collect();
     assert_eq!(
         started,
-        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
         "{events:?}"
     );
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
@@ -507,14 +508,18 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         "0005 recorded an old run's latest attempt from its row"
     );
     let conn = rusqlite::Connection::open(&path).expect("raw open");
-    let index: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_job_state'",
-            [],
-            |r| r.get(0),
+    let indexes: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index' \
+             AND name IN ('runs_job_state', 'runs_job_state_recent')",
         )
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .expect("schema");
-    assert_eq!(index, 1, "0002 created its index");
+    assert_eq!(
+        indexes,
+        ["runs_job_state_recent"],
+        "0002's (job_id, state) index is gone (0015): 0008's longer one serves its lookups"
+    );
 }
 
 #[test]

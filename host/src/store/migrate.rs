@@ -50,6 +50,7 @@ macro_rules! server_migrations {
             $crate::store::migrate::Migration::new(11, "job_groups", $crate::store::migrate::server_migrations!(@file $dir, "0011_job_groups.sql")),
             $crate::store::migrate::Migration::new(12, "recurring_jobs", $crate::store::migrate::server_migrations!(@file $dir, "0012_recurring_jobs.sql")),
             $crate::store::migrate::Migration::new(13, "recurring_next_due", $crate::store::migrate::server_migrations!(@file $dir, "0013_recurring_next_due.sql")),
+            $crate::store::migrate::Migration::new(14, "redundant_run_index", $crate::store::migrate::server_migrations!(@file $dir, "0014_redundant_run_index.sql")),
         ]
     };
     (@file $dir:literal, $file:literal) => {

@@ -54,6 +54,11 @@ pub const MIGRATIONS: &[Migration] = &[
         "recurring_next_due",
         sql!("0014_recurring_next_due.sql"),
     ),
+    Migration::new(
+        15,
+        "redundant_run_index",
+        sql!("0015_redundant_run_index.sql"),
+    ),
 ];
 
 /// The schema version this binary writes (the last migration's number).
