@@ -2058,9 +2058,9 @@ impl SqliteConn<'_> {
 
     fn next_due_at(&self, tags: &[String], set: DueSet) -> StoreResult<Option<Timestamp>> {
         let path = &*self.db.path;
-        // Three indexed MINs (jobs_due, runs_retry_due, runs_retry_due + runs_job_state_recent); the
-        // recurring fires' own from jobs_next_fire_recurring (0014), where no due one-off
-        // sorts before them.
+        // Three indexed MINs (jobs_due, runs_retry_due, runs_retry_due +
+        // runs_job_state_recent); the recurring fires' own from jobs_next_fire_recurring
+        // (0014), where no due one-off sorts before them.
         let sql = if set == DueSet::Recurring {
             "SELECT MIN(next_fire) FROM jobs \
              WHERE enabled = 1 AND next_fire IS NOT NULL AND recurring = 1 \
