@@ -56,6 +56,11 @@ fn open(path: &Path) -> SqliteStore {
     SqliteStore::open(path, &SqliteOptions::default()).expect("open the store")
 }
 
+/// A store whose writes wait at most `busy` for another connection's write lock.
+fn open_waiting(path: &Path, busy: Duration) -> SqliteStore {
+    SqliteStore::open(path, &SqliteOptions::default().with_busy_timeout(busy)).expect("open")
+}
+
 fn open_err(path: &Path) -> StoreError {
     SqliteStore::open(path, &SqliteOptions::default()).expect_err("the open must fail")
 }
@@ -630,11 +635,7 @@ fn a_missing_directory_says_so() {
 fn a_held_write_lock_is_transient() {
     let dir = TempDir::new("busy");
     let path = dir.file("takt.db");
-    let store = SqliteStore::open(
-        &path,
-        &SqliteOptions::default().with_busy_timeout(Duration::from_millis(50)),
-    )
-    .expect("open");
+    let store = open_waiting(&path, Duration::from_millis(50));
     let other = rusqlite::Connection::open(&path).expect("raw open");
     other.execute_batch("BEGIN IMMEDIATE").expect("lock");
     let job = JobDef::new("blocked", "t::noop").expect("job");
@@ -663,11 +664,7 @@ fn job_names(store: &SqliteStore) -> Vec<String> {
 fn reads_do_not_wait_for_the_writing_connection() {
     let dir = TempDir::new("reader");
     let path = dir.file("takt.db");
-    let store = SqliteStore::open(
-        &path,
-        &SqliteOptions::default().with_busy_timeout(Duration::from_secs(5)),
-    )
-    .expect("open");
+    let store = open_waiting(&path, Duration::from_secs(5));
     let now = ts("2026-06-01T10:00:00Z");
     let first = block_on(store.job_insert(&JobDef::new("first", "t::noop").expect("job"), now))
         .expect("insert");
