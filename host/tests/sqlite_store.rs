@@ -309,7 +309,8 @@ fn migrations_applied_twice_are_a_noop() {
             (12, "job_groups"),
             (13, "recurring_jobs"),
             (14, "recurring_next_due"),
-            (15, "redundant_run_index")
+            (15, "redundant_run_index"),
+            (16, "partial_run_state_indexes")
         ]
     );
     assert_eq!(
@@ -482,7 +483,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         .collect();
     assert_eq!(
         started,
-        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
         "{events:?}"
     );
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
@@ -524,6 +525,52 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         indexes,
         ["runs_job_state_recent"],
         "0002's (job_id, state) index is gone (0015): 0008's longer one serves its lookups"
+    );
+    // 0016: the pending, running and finished indexes are partial, hold the old rows that
+    // belong in them, and serve the queries that name their condition (`INDEXED BY` fails
+    // the statement when an index cannot serve it).
+    let ids = |sql: &str| -> Vec<i64> {
+        conn.prepare(sql)
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    };
+    let pending = runs.iter().find(|r| r.state == RunState::Pending);
+    let pending = pending.and_then(|r| r.id).expect("the pending run").0;
+    let failed = done.id.expect("id").0;
+    assert_eq!(
+        ids("SELECT id FROM runs INDEXED BY runs_pending WHERE state = 'pending'"),
+        [pending]
+    );
+    assert_eq!(
+        ids("SELECT id FROM runs INDEXED BY runs_finished \
+             WHERE finished_at IS NOT NULL AND finished_at < 62000"),
+        [failed]
+    );
+    assert_eq!(
+        ids("SELECT id FROM runs INDEXED BY runs_node WHERE state = 'running' AND node_id = 'n'"),
+        Vec::<i64>::new(),
+        "an ended run is not in the running runs' index"
+    );
+    let partial: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' \
+             AND sql LIKE '% WHERE %' ORDER BY name",
+        )
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .expect("schema");
+    assert_eq!(
+        partial,
+        [
+            "runs_finished",
+            "runs_lease",
+            "runs_node",
+            "runs_parent_job",
+            "runs_pending"
+        ]
+    );
+    assert!(
+        ids("SELECT 1 FROM sqlite_master WHERE name = 'runs_retry_due'").is_empty(),
+        "0016 replaced runs_retry_due with runs_pending"
     );
 }
 

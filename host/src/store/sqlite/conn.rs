@@ -2058,7 +2058,7 @@ impl SqliteConn<'_> {
 
     fn next_due_at(&self, tags: &[String], set: DueSet) -> StoreResult<Option<Timestamp>> {
         let path = &*self.db.path;
-        // Three indexed MINs (jobs_due, runs_retry_due, runs_retry_due +
+        // Three indexed MINs (jobs_due, runs_pending, runs_pending +
         // runs_job_state_recent); the recurring fires' own from jobs_next_fire_recurring
         // (0014), where no due one-off sorts before them.
         let sql = if set == DueSet::Recurring {

@@ -59,6 +59,11 @@ pub const MIGRATIONS: &[Migration] = &[
         "redundant_run_index",
         sql!("0015_redundant_run_index.sql"),
     ),
+    Migration::new(
+        16,
+        "partial_run_state_indexes",
+        sql!("0016_partial_run_state_indexes.sql"),
+    ),
 ];
 
 /// The schema version this binary writes (the last migration's number).
