@@ -492,6 +492,11 @@ fn due_jobs(
 /// running that attempt (nothing written). Shared by the primitive and the finishing thread's
 /// batches.
 ///
+/// The stored run is read back by its key after the update, not with `RETURNING`: SQLite
+/// answers a `RETURNING` from an ephemeral table it builds for each execution (a B-tree, its
+/// pager and page cache, made and dropped every time), on the writing connection; a read by
+/// rowid is one seek in a page the update has just touched (B3 on SQLite: +10 %).
+///
 /// Outside a transaction the two statements run under a savepoint, which is then a
 /// transaction of their own. Inside one (a batch of the finishing thread, an engine
 /// transaction) they run bare: every caller there answers an error by rolling the whole
@@ -505,15 +510,11 @@ pub(super) fn finish_row(
     attempt: u32,
     write: &FinishWrite,
 ) -> StoreResult<Option<Run>> {
-    static FINISH: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "UPDATE runs SET state = ?1, error = ?2, result_json = ?3, elapsed_ms = ?4, \
-               lease_expires_at = NULL, attempt = attempt + ?5, next_attempt_at = ?6, \
-               finished_at = COALESCE(?7, finished_at), \
-               plugin = ?10, plugin_version = ?11, plugin_sha256 = ?12 \
-             WHERE id = ?8 AND state = 'running' AND attempt = ?9 RETURNING {RUN_COLUMNS}"
-        )
-    });
+    const FINISH: &str = "UPDATE runs SET state = ?1, error = ?2, result_json = ?3, \
+           elapsed_ms = ?4, lease_expires_at = NULL, attempt = attempt + ?5, \
+           next_attempt_at = ?6, finished_at = COALESCE(?7, finished_at), \
+           plugin = ?10, plugin_version = ?11, plugin_sha256 = ?12 \
+         WHERE id = ?8 AND state = 'running' AND attempt = ?9";
     let elapsed = write
         .elapsed
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -526,32 +527,29 @@ pub(super) fn finish_row(
             .map_err(|e| sql_error(path, "finishing a run", e))?;
     }
     let written = (|| {
-        let row = conn
-            .prepare_cached(&FINISH)
-            .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        write.state.name(),
-                        write.error,
-                        write.result_json,
-                        elapsed,
-                        i64::from(write.retry),
-                        opt_ms(write.next_attempt_at),
-                        opt_ms(write.finished_at),
-                        id.0,
-                        i64::from(attempt),
-                        plugin.map(|p| p.name.as_str()),
-                        plugin.map(|p| p.version.as_str()),
-                        plugin.and_then(|p| p.sha256.as_deref())
-                    ],
-                    RunRow::read,
-                )
-            })
-            .optional()?;
-        if row.is_some() {
-            end_attempt(conn, id, attempt, &write.attempt_end)?;
+        let changed = conn.prepare_cached(FINISH).and_then(|mut stmt| {
+            stmt.execute(params![
+                write.state.name(),
+                write.error,
+                write.result_json,
+                elapsed,
+                i64::from(write.retry),
+                opt_ms(write.next_attempt_at),
+                opt_ms(write.finished_at),
+                id.0,
+                i64::from(attempt),
+                plugin.map(|p| p.name.as_str()),
+                plugin.map(|p| p.version.as_str()),
+                plugin.and_then(|p| p.sha256.as_deref())
+            ])
+        })?;
+        if changed == 0 {
+            return Ok(None);
         }
-        Ok::<_, rusqlite::Error>(row)
+        end_attempt(conn, id, attempt, &write.attempt_end)?;
+        conn.prepare_cached(&GET_RUN)
+            .and_then(|mut stmt| stmt.query_row([id.0], RunRow::read))
+            .map(Some)
     })();
     match written {
         Ok(row) => {
