@@ -61,6 +61,13 @@ fn open_waiting(path: &Path, busy: Duration) -> SqliteStore {
     SqliteStore::open(path, &SqliteOptions::default().with_busy_timeout(busy)).expect("open")
 }
 
+/// The first column of every row `sql` returns, read on a raw connection.
+fn first_column<T: rusqlite::types::FromSql>(conn: &rusqlite::Connection, sql: &str) -> Vec<T> {
+    conn.prepare(sql)
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 fn open_err(path: &Path) -> StoreError {
     SqliteStore::open(path, &SqliteOptions::default()).expect_err("the open must fail")
 }
@@ -514,13 +521,11 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         "0005 recorded an old run's latest attempt from its row"
     );
     let conn = rusqlite::Connection::open(&path).expect("raw open");
-    let indexes: Vec<String> = conn
-        .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'index' \
-             AND name IN ('runs_job_state', 'runs_job_state_recent')",
-        )
-        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-        .expect("schema");
+    let indexes: Vec<String> = first_column(
+        &conn,
+        "SELECT name FROM sqlite_master WHERE type = 'index' \
+         AND name IN ('runs_job_state', 'runs_job_state_recent')",
+    );
     assert_eq!(
         indexes,
         ["runs_job_state_recent"],
@@ -529,11 +534,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
     // 0016: the pending, running and finished indexes are partial, hold the old rows that
     // belong in them, and serve the queries that name their condition (`INDEXED BY` fails
     // the statement when an index cannot serve it).
-    let ids = |sql: &str| -> Vec<i64> {
-        conn.prepare(sql)
-            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    };
+    let ids = |sql: &str| -> Vec<i64> { first_column(&conn, sql) };
     let pending = runs.iter().find(|r| r.state == RunState::Pending);
     let pending = pending.and_then(|r| r.id).expect("the pending run").0;
     let failed = done.id.expect("id").0;
@@ -551,13 +552,11 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         Vec::<i64>::new(),
         "an ended run is not in the running runs' index"
     );
-    let partial: Vec<String> = conn
-        .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' \
-             AND sql LIKE '% WHERE %' ORDER BY name",
-        )
-        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-        .expect("schema");
+    let partial: Vec<String> = first_column(
+        &conn,
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' \
+         AND sql LIKE '% WHERE %' ORDER BY name",
+    );
     assert_eq!(
         partial,
         [
