@@ -317,7 +317,8 @@ fn migrations_applied_twice_are_a_noop() {
             (13, "recurring_jobs"),
             (14, "recurring_next_due"),
             (15, "redundant_run_index"),
-            (16, "partial_run_state_indexes")
+            (16, "partial_run_state_indexes"),
+            (17, "checks_without_in_lists")
         ]
     );
     assert_eq!(
@@ -490,7 +491,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         .collect();
     assert_eq!(
         started,
-        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
         "{events:?}"
     );
     let job = block_on(store.job_get_by_name(&JobName::new("old").expect("name")))
@@ -570,6 +571,97 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
     assert!(
         ids("SELECT 1 FROM sqlite_master WHERE name = 'runs_retry_due'").is_empty(),
         "0016 replaced runs_retry_due with runs_pending"
+    );
+    // 0017: the state, outcome and level CHECKs build no temporary B-tree any more, still
+    // refuse what they refused, and the schema edit left a sound file.
+    for sql in CHECKED_WRITES {
+        assert_eq!(ephemeral_tables(&conn, sql), 0, "{sql}");
+    }
+    assert_checks_refuse_unknown_values(&conn);
+    assert_eq!(
+        first_column::<String>(&conn, "PRAGMA integrity_check"),
+        ["ok"]
+    );
+}
+
+/// A write of each table whose CHECK 0017 rewrote, as the store's statements make them.
+const CHECKED_WRITES: [&str; 4] = [
+    "INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 9, 'pending', 0)",
+    "UPDATE runs SET state = 'succeeded' WHERE id = 1 AND state = 'running'",
+    "UPDATE run_attempts SET outcome = 'failed' WHERE run_id = 1 AND attempt = 1",
+    "INSERT INTO run_logs (run_id, at, level, message) VALUES (1, 0, 'info', 'm')",
+];
+
+/// How many temporary tables `sql` opens at each execution (SQLite's `OpenEphemeral`).
+fn ephemeral_tables(conn: &rusqlite::Connection, sql: &str) -> usize {
+    let ops: Vec<String> = conn
+        .prepare(&format!("EXPLAIN {sql}"))
+        .and_then(|mut s| s.query_map([], |r| r.get(1))?.collect())
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    ops.iter().filter(|op| *op == "OpenEphemeral").count()
+}
+
+/// The rewritten CHECKs still refuse a state, an outcome and a level outside their lists.
+fn assert_checks_refuse_unknown_values(conn: &rusqlite::Connection) {
+    for (sql, column) in [
+        (
+            "INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 7, 'done', 0)",
+            "state",
+        ),
+        (
+            "INSERT INTO run_attempts (run_id, attempt, node_id, started_at, outcome) \
+             SELECT id, 99, 'n', 0, 'lost' FROM runs LIMIT 1",
+            "outcome",
+        ),
+        (
+            "INSERT INTO run_logs (run_id, at, level, message) \
+             SELECT id, 0, 'fatal', 'm' FROM runs LIMIT 1",
+            "level",
+        ),
+    ] {
+        let e = conn.execute(sql, []).expect_err(sql).to_string();
+        assert!(
+            e.contains("CHECK constraint failed") && e.contains(column),
+            "{sql}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_hand_written_check_text_is_left_as_it_is_and_still_migrates() {
+    let dir = TempDir::new("handcheck");
+    let path = dir.file("takt.db");
+    {
+        // The same CHECK on one line: 0017's replace() does not find 0001's text.
+        let init = MIGRATIONS[0].sql.replace(
+            "CHECK (state IN\n                          (",
+            "CHECK (state IN (",
+        );
+        assert_ne!(init, MIGRATIONS[0].sql, "the test's edit applies");
+        let conn = rusqlite::Connection::open(&path).expect("raw open");
+        conn.execute_batch(&init).expect("0001 as a DBA retyped it");
+        conn.execute_batch(
+            "INSERT INTO jobs (name, handler_type, updated_at) VALUES ('old', 'a::b', 0); \
+             INSERT INTO runs (job_id, fire_time, state, created_at) VALUES (1, 0, 'pending', 0);",
+        )
+        .expect("a run for the CHECKs to be tried on");
+    }
+    let store = open(&path);
+    assert_eq!(store.schema_version().expect("version"), latest_version());
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    assert!(
+        ephemeral_tables(&conn, CHECKED_WRITES[0]) > 0,
+        "the retyped runs CHECK keeps its IN list"
+    );
+    assert_eq!(
+        ephemeral_tables(&conn, CHECKED_WRITES[2]),
+        0,
+        "the tables 0001 and 0005 wrote are still rewritten"
+    );
+    assert_checks_refuse_unknown_values(&conn);
+    assert_eq!(
+        first_column::<String>(&conn, "PRAGMA integrity_check"),
+        ["ok"]
     );
 }
 
@@ -1370,4 +1462,41 @@ fn concurrent_finishes_are_each_a_compare_and_set() {
         assert_eq!(stored.state, RunState::Succeeded);
         assert_eq!(stored.attempt, 1);
     }
+}
+
+#[test]
+fn a_schema_edit_sqlite_cannot_parse_is_rolled_back() {
+    // 0017 edits table texts under `writable_schema`; its safety is that a text SQLite cannot
+    // parse fails inside the migration's transaction. Prove it on the SQLite takt is built
+    // with: 0017 with a parenthesis dropped, applied as the migrator applies a file.
+    let dir = TempDir::new("badedit");
+    let path = dir.file("takt.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).expect("raw open");
+        for m in &MIGRATIONS[..16] {
+            conn.execute_batch(m.sql).expect("0001 to 0016");
+        }
+        let broken = MIGRATIONS[16]
+            .sql
+            .replace("OR state = ''skipped'')'", "OR state = ''skipped'''");
+        assert_ne!(broken, MIGRATIONS[16].sql, "the test's edit applies");
+        let tx = conn.transaction().expect("begin");
+        let e = tx
+            .execute_batch(&broken)
+            .expect_err("an unparsable schema fails");
+        assert!(e.to_string().contains("malformed database schema"), "{e}");
+        drop(tx); // rolls back
+    }
+    let store = open(&path);
+    assert_eq!(
+        store.schema_version().expect("version"),
+        latest_version(),
+        "the file is sound and the real 0017 applies"
+    );
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    assert_eq!(
+        first_column::<String>(&conn, "PRAGMA integrity_check"),
+        ["ok"]
+    );
+    assert_eq!(ephemeral_tables(&conn, CHECKED_WRITES[0]), 0);
 }

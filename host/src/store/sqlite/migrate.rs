@@ -64,6 +64,11 @@ pub const MIGRATIONS: &[Migration] = &[
         "partial_run_state_indexes",
         sql!("0016_partial_run_state_indexes.sql"),
     ),
+    Migration::new(
+        17,
+        "checks_without_in_lists",
+        sql!("0017_checks_without_in_lists.sql"),
+    ),
 ];
 
 /// The schema version this binary writes (the last migration's number).
