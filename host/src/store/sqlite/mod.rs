@@ -35,7 +35,7 @@ use takt_core::store::engine::{Dialect, DialectStore, Engine, Fail, FinishWrite,
 use takt_core::store::{Capabilities, StoreError, StoreResult};
 
 pub use conn::{SqliteConn, SqliteSession};
-use connect::{Db, checkpoint_in_background, connect, open_reader, sql_error};
+use connect::{Db, checkpoint_in_background, connect, keep_plans, open_reader, sql_error};
 use finish::FinishReq;
 pub use migrate::{MIGRATIONS, latest_version, migrate};
 
@@ -157,6 +157,7 @@ impl SqliteStore {
     pub fn open_in_memory() -> StoreResult<SqliteStore> {
         let shown: Arc<str> = ":memory:".into();
         let mut conn = Connection::open_in_memory().map_err(|e| sql_error(&shown, "opening", e))?;
+        keep_plans(&conn, &shown)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| sql_error(&shown, "enabling foreign keys", e))?;
         migrate::apply(&mut conn, &shown, None)?;
