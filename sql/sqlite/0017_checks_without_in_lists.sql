@@ -17,7 +17,9 @@
 -- the schema inside this transaction: a text SQLite could not parse fails the migration's
 -- next statement and rolls it back, never a database left unreadable. Each replace() names
 -- the whole CHECK as 0001 and 0005 wrote it; a table whose text differs (made by hand from
--- another text) keeps its IN list, which is only slower.
+-- another text) keeps its IN list, which is only slower. The schema cookie is not bumped
+-- (SQL cannot compute it): a connection of another process that still holds the old text
+-- checks the same values, and every connection takt opens reads the schema after this.
 
 PRAGMA writable_schema = ON;
 

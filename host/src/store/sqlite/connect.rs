@@ -211,8 +211,8 @@ pub(super) fn open_reader(path: &Path, options: &SqliteOptions, shown: &Arc<str>
     }
 }
 
-/// Makes every statement the store prepares stay prepared, on every connection it opens (the
-/// file's and a private in-memory one).
+/// The settings that keep the store's statements prepared and their plans fixed, on every
+/// connection it opens (the file's, its reading one and a private in-memory one).
 ///
 /// The cache holds every statement of the loop's passes and of a fire's path (the default of
 /// 16 would evict some of them each pass). The query planner's stability guarantee
