@@ -63,9 +63,26 @@ fn open_waiting(path: &Path, busy: Duration) -> SqliteStore {
 
 /// The first column of every row `sql` returns, read on a raw connection.
 fn first_column<T: rusqlite::types::FromSql>(conn: &rusqlite::Connection, sql: &str) -> Vec<T> {
+    column(conn, sql, 0)
+}
+
+/// Column `index` of every row `sql` returns, read on a raw connection.
+fn column<T: rusqlite::types::FromSql>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    index: usize,
+) -> Vec<T> {
     conn.prepare(sql)
-        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .and_then(|mut s| s.query_map([], |r| r.get(index))?.collect())
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// SQLite finds nothing wrong in the file behind `conn`.
+fn assert_sound(conn: &rusqlite::Connection) {
+    assert_eq!(
+        first_column::<String>(conn, "PRAGMA integrity_check"),
+        ["ok"]
+    );
 }
 
 fn open_err(path: &Path) -> StoreError {
@@ -578,10 +595,7 @@ fn an_older_schema_is_migrated_forward_keeping_its_rows() {
         assert_eq!(ephemeral_tables(&conn, sql), 0, "{sql}");
     }
     assert_checks_refuse_unknown_values(&conn);
-    assert_eq!(
-        first_column::<String>(&conn, "PRAGMA integrity_check"),
-        ["ok"]
-    );
+    assert_sound(&conn);
 }
 
 /// A write of each table whose CHECK 0017 rewrote, as the store's statements make them.
@@ -594,10 +608,8 @@ const CHECKED_WRITES: [&str; 4] = [
 
 /// How many temporary tables `sql` opens at each execution (SQLite's `OpenEphemeral`).
 fn ephemeral_tables(conn: &rusqlite::Connection, sql: &str) -> usize {
-    let ops: Vec<String> = conn
-        .prepare(&format!("EXPLAIN {sql}"))
-        .and_then(|mut s| s.query_map([], |r| r.get(1))?.collect())
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    // EXPLAIN's second column is the opcode.
+    let ops: Vec<String> = column(conn, &format!("EXPLAIN {sql}"), 1);
     ops.iter().filter(|op| *op == "OpenEphemeral").count()
 }
 
@@ -659,10 +671,7 @@ fn a_hand_written_check_text_is_left_as_it_is_and_still_migrates() {
         "the tables 0001 and 0005 wrote are still rewritten"
     );
     assert_checks_refuse_unknown_values(&conn);
-    assert_eq!(
-        first_column::<String>(&conn, "PRAGMA integrity_check"),
-        ["ok"]
-    );
+    assert_sound(&conn);
 }
 
 #[test]
@@ -1494,9 +1503,6 @@ fn a_schema_edit_sqlite_cannot_parse_is_rolled_back() {
         "the file is sound and the real 0017 applies"
     );
     let conn = rusqlite::Connection::open(&path).expect("raw open");
-    assert_eq!(
-        first_column::<String>(&conn, "PRAGMA integrity_check"),
-        ["ok"]
-    );
+    assert_sound(&conn);
     assert_eq!(ephemeral_tables(&conn, CHECKED_WRITES[0]), 0);
 }
